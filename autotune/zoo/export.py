@@ -1,0 +1,23 @@
+"""Loading saved ``torch.export`` programs (.pt2)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def load_exported(path: str) -> torch.export.ExportedProgram:
+    """``torch.export.load`` with a one-line ValueError for a missing or unreadable file."""
+    if not os.path.isfile(path):
+        raise ValueError(f"cannot load torch.export program {path!r}: no such file")
+    try:
+        program = torch.export.load(path)
+    except Exception as err:  # torch raises many types for garbage input
+        reason = (str(err).strip().splitlines() or [""])[0]
+        raise ValueError(
+            f"cannot load torch.export program {path!r}: {type(err).__name__}: {reason}"
+        ) from err
+    if not isinstance(program, torch.export.ExportedProgram):
+        raise ValueError(f"cannot load torch.export program {path!r}: not an ExportedProgram")
+    return program
