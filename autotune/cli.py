@@ -1,0 +1,86 @@
+"""Shared CLI plumbing: logging set-up, the UserError -> exit 2 contract, run metadata."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Callable
+
+from autotune.errors import UserError
+
+logger = logging.getLogger("autotune")
+
+
+def setup_logging(log_dir: str | None = None, verbose: bool = False) -> None:
+    """Console: autotune at INFO, TVM at WARNING. File (log_dir/autotune.log): everything at DEBUG."""
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.DEBUG if verbose else logging.INFO)
+    console.setFormatter(logging.Formatter("%(asctime)s %(levelname).1s %(message)s", "%H:%M:%S"))
+    console.addFilter(lambda rec: rec.name.startswith("autotune") or rec.levelno >= logging.WARNING)
+    root.addHandler(console)
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        fh = logging.FileHandler(os.path.join(log_dir, "autotune.log"))
+        fh.setLevel(logging.DEBUG)
+        fh.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        root.addHandler(fh)
+    # MetaSchedule's create_loggers gives its console handler the level this logger has when the
+    # work dir's loggers are made: WARNING keeps the console quiet, its files still get DEBUG.
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """Run a CLI body: a UserError prints one line and exits 2, Ctrl-C exits 130."""
+    try:
+        return main()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: everything measured so far is in the work dir; run again to resume", file=sys.stderr)
+        return 130
+
+
+def git_commit() -> str | None:
+    with contextlib.suppress(Exception):
+        here = os.path.dirname(os.path.abspath(__file__))
+        out = subprocess.run(
+            ["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+        if out.returncode == 0:
+            return out.stdout.strip()
+    return None
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("apache-tvm", "apache-tvm-ffi", "torch", "xgboost", "numpy"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            out[pkg] = md.version(pkg)
+    return out
+
+
+def loadavg() -> list[float] | None:
+    with contextlib.suppress(OSError):
+        with open("/proc/loadavg", encoding="utf-8") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    return None
+
+
+def write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=False, default=str)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,236 @@
+"""The tuning loop: MetaSchedule's evolutionary search driven task by task from Python.
+
+Why not ``ms.tune_tasks``: we need per-task budgets that count trials already in the
+database (resume), a builder that keeps its pool, progress with ETA, and the wall time
+split into search / build / run. The pieces are MetaSchedule's own (TuneContext,
+EvolutionarySearch, CostModel, JSONDatabase); only the scheduling is ours: one round for
+every task, then rounds go to the task with the largest expected gain
+(weight x best latency x recent relative improvement, as Ansor's gradient scheduler).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from autotune.tvmrt.startup import fast_start
+
+fast_start("llvm")
+
+import tvm_ffi  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+from autotune.frontend import Task  # noqa: E402
+from autotune.progress import Progress  # noqa: E402
+from autotune.tvmrt.database import FAILED_RUN_SECS, record_latency  # noqa: E402
+from autotune.tvmrt.measure import Measurer  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Evolutionary-search settings sized for small budgets (see benchmarks/)."""
+
+    num_trials_per_iter: int = 16
+    population_size: int = 256
+    genetic_num_iters: int = 2
+    init_min_unmeasured: int = 48
+    init_measured_ratio: float = 0.2
+    eps_greedy: float = 0.05
+
+    def strategy(self) -> ms.search_strategy.EvolutionarySearch:
+        return ms.search_strategy.EvolutionarySearch(
+            population_size=self.population_size,
+            init_measured_ratio=self.init_measured_ratio,
+            init_min_unmeasured=self.init_min_unmeasured,
+            genetic_num_iters=self.genetic_num_iters,
+            eps_greedy=self.eps_greedy,
+        )
+
+
+@dataclass
+class TaskState:
+    task: Task
+    ctx: object
+    budget: int  # trials this task may still use in this run
+    trials: int = 0  # trials in the database (earlier runs included)
+    new_trials: int = 0
+    failures: int = 0
+    best_s: float | None = None
+    history: list[float] = field(default_factory=list)  # best latency after each round
+    done: bool = False
+    started: bool = False  # pre_tuning called
+
+    def gain(self) -> float:
+        """Expected saving of one more round: weight x best x recent relative improvement."""
+        if self.best_s is None:
+            return math.inf
+        if len(self.history) >= 2 and self.history[-2] > 0:
+            rate = max((self.history[-2] - self.history[-1]) / self.history[-2], 0.02)
+        else:
+            rate = 0.5
+        return self.task.weight * self.best_s * rate
+
+
+@dataclass
+class TuneStats:
+    search_s: float = 0.0
+    build_s: float = 0.0
+    run_s: float = 0.0
+    first_measured_at: float | None = None  # time.time() when the first candidate was measured
+    trials_this_run: int = 0
+
+
+def records_by_workload(database) -> dict[int, list]:
+    """All records of a database grouped by the structural hash of their workload."""
+
+    groups: dict[int, list] = {}
+    hashes: dict[int, int] = {}
+    for record in database.get_all_tuning_records():
+        key = id(record.workload)
+        if key not in hashes:
+            hashes[key] = int(tvm_ffi.structural_hash(record.workload.mod))
+        groups.setdefault(hashes[key], []).append(record)
+    return groups
+
+
+def make_cost_model(name: str, num_cores: int):
+    if name == "xgb" or name == "ms-xgb":
+        return ms.cost_model.XGBModel(num_tuning_cores=num_cores, tree_method="auto", num_warmup_samples=32)
+    if name == "random":
+        return ms.cost_model.RandomModel()
+    raise ValueError(f"unknown cost model {name!r}")
+
+
+def tune(
+    tasks: list[Task],
+    target,
+    database,
+    measurer: Measurer,
+    *,
+    work_dir: str,
+    max_trials: int,
+    trials_per_task: int | None = None,
+    cost_model=None,
+    search: SearchConfig | None = None,
+    seed: int = 0,
+    on_progress: Progress | None = None,
+) -> tuple[list[TaskState], TuneStats]:
+    """Tune ``tasks`` until ``max_trials`` (all runs together) are in the database."""
+    search = search or SearchConfig()
+    stats = TuneStats()
+    num_cores = int(target.attrs.get("num-cores", 1)) if target.kind.name == "llvm" else 1
+    if cost_model is None:
+        cost_model = make_cost_model("xgb", num_cores)
+    per_task_cap = trials_per_task or max_trials
+    loggers = ms.logging.get_loggers_from_work_dir(work_dir, [t.name for t in tasks])
+    states: list[TaskState] = []
+    existing = records_by_workload(database)
+    t_search = time.perf_counter()
+    for i, (task, task_logger) in enumerate(zip(tasks, loggers)):
+        records = existing.get(int(tvm_ffi.structural_hash(task.mod)), [])
+        lat = [x for x in (record_latency(r) for r in records) if x is not None]
+        ctx = ms.TuneContext(
+            mod=task.mod,
+            target=target,
+            space_generator="post-order-apply",
+            search_strategy=search.strategy(),
+            task_name=task.name,
+            logger=task_logger,
+            rand_state=(seed * 1_000_003 + i) % (2**31 - 1),
+            num_threads=num_cores,
+        )
+        state = TaskState(task, ctx, budget=max(per_task_cap - len(records), 0), trials=len(records))
+        state.best_s = min(lat) if lat else None
+        state.failures = len(records) - len(lat)
+        if state.best_s is not None:
+            state.history.append(state.best_s)
+        states.append(state)
+    total_done = sum(s.trials for s in states)
+    remaining = max(max_trials - total_done, 0)
+    for state in states:
+        state.done = state.budget <= 0 or remaining <= 0
+    stats.search_s += time.perf_counter() - t_search
+    if on_progress is not None:
+        on_progress.update(total_done, _best_text(states))
+    try:
+        while remaining > 0:
+            active = [s for s in states if not s.done]
+            if not active:
+                break
+            state = _next_task(active)
+            t0 = time.perf_counter()
+            if not state.started:  # lazily: the first measurement comes sooner
+                state.ctx.pre_tuning(
+                    max_trials=state.budget,
+                    num_trials_per_iter=search.num_trials_per_iter,
+                    design_spaces=state.ctx.generate_design_space(),
+                    database=database,
+                    cost_model=cost_model,
+                )
+                state.started = True
+            candidates = state.ctx.generate_measure_candidates()
+            stats.search_s += time.perf_counter() - t0
+            if not candidates:
+                state.done = True
+                continue
+            candidates = list(candidates)[: min(remaining, state.budget)]
+            outcomes, _builder_results, runner_results = measurer.measure(candidates)
+            if stats.first_measured_at is None:
+                stats.first_measured_at = time.time()
+            t0 = time.perf_counter()
+            state.ctx.notify_runner_results(candidates, runner_results)
+            cost_model.update(state.ctx, candidates, runner_results)
+            stats.search_s += time.perf_counter() - t0
+            _commit(database, state, candidates, outcomes, target)
+            n = len(candidates)
+            remaining -= n
+            state.budget -= n
+            state.done = state.budget <= 0
+            total_done += n
+            stats.trials_this_run += n
+            if on_progress is not None:
+                on_progress.update(total_done, _best_text(states))
+    finally:
+        for state in states:
+            if state.started:
+                state.ctx.post_tuning()
+        stats.build_s, stats.run_s = measurer.times.build_s, measurer.times.run_s
+    return states, stats
+
+
+def _next_task(active: list[TaskState]) -> TaskState:
+    untouched = [s for s in active if s.new_trials == 0 and s.best_s is None]
+    if untouched:
+        return untouched[0]
+    return max(active, key=lambda s: s.gain())
+
+
+def _commit(database, state: TaskState, candidates, outcomes, target) -> None:
+    workload = database.commit_workload(state.task.mod)
+    for cand, outcome in zip(candidates, outcomes):
+        secs = outcome.run_secs if outcome.ok else [FAILED_RUN_SECS]
+        database.commit_tuning_record(
+            ms.database.TuningRecord(cand.sch.trace, workload, secs, target, cand.args_info)
+        )
+        if outcome.ok:
+            latency = sum(secs) / len(secs)
+            if state.best_s is None or latency < state.best_s:
+                state.best_s = latency
+        else:
+            state.failures += 1
+    state.trials += len(candidates)
+    state.new_trials += len(candidates)
+    if state.best_s is not None:
+        state.history.append(state.best_s)
+
+
+def _best_text(states: list[TaskState]) -> str:
+    known = [s for s in states if s.best_s is not None]
+    if not known:
+        return ""
+    total = sum(s.task.weight * s.best_s for s in known)
+    return f"tasks' sum {total * 1e3:.2f} ms ({len(known)}/{len(states)} tasks measured)"

@@ -1,0 +1,69 @@
+"""MetaSchedule JSON databases that survive a kill: repair a torn last line before loading."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from .startup import fast_start
+
+fast_start("llvm")
+
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+
+
+def repair_json_lines(path: str) -> int:
+    """Drop a torn (unparsable) *last* line left by a killed writer. Returns lines dropped.
+
+    Corruption before the last line is not guessed at: it raises ValueError naming the file.
+    """
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    bad = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except ValueError:
+            bad.append(i)
+    if not bad:
+        return 0
+    if bad != [len(lines) - 1]:
+        raise ValueError(f"{path}: corrupt JSON on line {bad[0] + 1} (not a torn last line); fix or remove it")
+    with open(path, "wb") as f:
+        f.write(b"\n".join(lines[:-1]) + (b"\n" if len(lines) > 1 else b""))
+        f.flush()
+        os.fsync(f.fileno())
+    logger.warning("%s: dropped a torn last line left by an interrupted run", path)
+    return 1
+
+
+def open_json_database(work_dir: str) -> ms.database.JSONDatabase:
+    os.makedirs(work_dir, exist_ok=True)
+    wl, rec = os.path.join(work_dir, WORKLOAD_FILE), os.path.join(work_dir, RECORD_FILE)
+    repair_json_lines(wl)
+    repair_json_lines(rec)
+    return ms.database.JSONDatabase(path_workload=wl, path_tuning_record=rec, allow_missing=True)
+
+
+FAILED_RUN_SECS = 1e10  # MetaSchedule's marker for a failed candidate
+
+
+def record_latency(record) -> float | None:
+    """Mean run time of a record in seconds, or None for a failed one."""
+    secs = [float(getattr(s, "value", s)) for s in (record.run_secs or [])]
+    if not secs or min(secs) >= FAILED_RUN_SECS:
+        return None
+    return sum(secs) / len(secs)

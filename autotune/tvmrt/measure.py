@@ -1,0 +1,246 @@
+"""Builders and runners: where candidates are compiled and timed.
+
+``PooledBuilder`` keeps one worker pool for the whole run (stock ``LocalBuilder``
+respawns its pool every batch: 6-12 s per batch here), starts every worker with the
+fast start-up, and links a shared object in the builder so the runner only dlopens it.
+Runners are MetaSchedule's own ``LocalRunner`` / ``RPCRunner`` with the same initializer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from .startup import fast_start
+
+fast_start("llvm")
+
+from tvm.ir.utils import derived_object  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder  # noqa: E402
+from tvm.s_tir.meta_schedule.runner import PyRunner, RunnerInput  # noqa: E402
+from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture  # noqa: E402
+from tvm.s_tir.meta_schedule.runner.local_runner import _worker_func as _stock_run_worker  # noqa: E402
+from tvm.support.popen_pool import StatusKind  # noqa: E402
+
+from .pool import LeanPopenPool  # noqa: E402
+from .startup import worker_initializer_cuda, worker_initializer_llvm  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+
+def _build_and_export(mod, target, link_shared: bool) -> str:
+    """Runs in a builder worker: compile one candidate and write its artifact."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    rt_mod = tvm_build(mod, target=target)
+    out_dir = tempfile.mkdtemp(prefix="autotune_build_")
+    if link_shared:
+        path = os.path.join(out_dir, "candidate.so")
+        rt_mod.export_library(path)
+    else:  # RPC: ship a tar, the remote links it for its own toolchain
+        from tvm.support.tar import tar
+
+        path = os.path.join(out_dir, "candidate." + tar.output_format)
+        rt_mod.export_library(path, fcompile=tar)
+    return path
+
+
+@derived_object
+class PooledBuilder(PyBuilder):
+    """A MetaSchedule builder with one long-lived pool of fast-starting workers."""
+
+    def __init__(
+        self,
+        *,
+        max_workers: int | None = None,
+        timeout_sec: float = 60.0,
+        target_kind: str = "llvm",
+        link_shared: bool = True,
+        max_uses: int = 200,
+    ) -> None:
+        super().__init__()
+        self.max_workers = max_workers or max(1, len(os.sched_getaffinity(0)))
+        self.timeout_sec = timeout_sec
+        self.link_shared = link_shared
+        init = worker_initializer_cuda if target_kind == "cuda" else worker_initializer_llvm
+        self._pool = LeanPopenPool(
+            max_workers=self.max_workers,
+            timeout=timeout_sec,
+            initializer=init,
+            maximum_process_uses=max_uses,
+        )
+
+    def warm_up(self) -> None:
+        """Start the workers now, in the background (they take seconds to import TVM)."""
+        self._pool.warm_up(self.max_workers)
+
+    def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
+        results: list[BuilderResult] = []
+        jobs = [(inp.mod, inp.target, self.link_shared) for inp in build_inputs]
+        for res in self._pool.map_with_error_catching(lambda job: _build_and_export(*job), jobs):
+            if res.status == StatusKind.COMPLETE:
+                results.append(BuilderResult(res.value, None))
+            elif res.status == StatusKind.TIMEOUT:
+                results.append(BuilderResult(None, f"PooledBuilder: Timeout after {self.timeout_sec} s"))
+            else:
+                results.append(BuilderResult(None, "PooledBuilder: exception\n" + str(res.value)))
+        return results
+
+    def shutdown(self) -> None:
+        self._pool.shutdown()
+
+
+def default_evaluator_config(kind: str = "llvm") -> ms.runner.EvaluatorConfig:
+    """3 repeats, each at least 20 ms (auto-scaled ``number``): every repeat is kept in datasets."""
+    return ms.runner.EvaluatorConfig(
+        number=1, repeat=3, min_repeat_ms=20 if kind == "llvm" else 10, enable_cpu_cache_flush=False
+    )
+
+
+@dataclass(frozen=True)
+class RPCSettings:
+    tracker_host: str
+    tracker_port: int
+    key: str
+    session_timeout_sec: int = 60
+
+
+@derived_object
+class LeanLocalRunner(PyRunner):
+    """MetaSchedule's LocalRunner (same worker function), on one lean, long-lived worker."""
+
+    def __init__(self, timeout_sec: float = 30.0, evaluator_config=None, kind: str = "llvm") -> None:
+        super().__init__()
+        self.timeout_sec = timeout_sec
+        self.evaluator_config = evaluator_config or default_evaluator_config(kind)
+        init = worker_initializer_cuda if kind == "cuda" else worker_initializer_llvm
+        self.pool = LeanPopenPool(max_workers=1, timeout=timeout_sec, initializer=init)
+
+    def warm_up(self) -> None:
+        self.pool.warm_up(1)
+
+    def run(self, runner_inputs: list[RunnerInput]) -> list:
+        futures = [
+            self.pool.submit(
+                _stock_run_worker, None, None, None, self.evaluator_config, 1,
+                str(inp.artifact_path), str(inp.device_type),
+                tuple(arg.as_json() for arg in inp.args_info),
+            )
+            for inp in runner_inputs
+        ]
+        results = []
+        for fut in futures:
+            try:
+                results.append(LocalRunnerFuture(res=[float(x) for x in fut.result()]))
+            except TimeoutError:
+                results.append(LocalRunnerFuture(error_message=f"LocalRunner: Timeout after {self.timeout_sec} s"))
+            except Exception as err:  # noqa: BLE001 - the worker's exception is the result
+                results.append(LocalRunnerFuture(error_message="LocalRunner: exception\n" + str(err)))
+        return results
+
+
+def make_runner(kind: str = "llvm", rpc: RPCSettings | None = None, timeout_sec: float = 30.0):
+    init = worker_initializer_cuda if kind == "cuda" else worker_initializer_llvm
+    config = default_evaluator_config(kind)
+    if rpc is not None:
+        rpc_config = ms.runner.RPCConfig(
+            tracker_host=rpc.tracker_host,
+            tracker_port=rpc.tracker_port,
+            tracker_key=rpc.key,
+            session_timeout_sec=rpc.session_timeout_sec,
+        )
+        return ms.runner.RPCRunner(
+            rpc_config=rpc_config, evaluator_config=config, max_workers=1, initializer=init
+        )
+    return LeanLocalRunner(timeout_sec=timeout_sec, evaluator_config=config, kind=kind)
+
+
+@dataclass
+class MeasureOutcome:
+    """One candidate's measurement: run times in seconds, or an error kind and message."""
+
+    run_secs: list[float] | None
+    error_kind: str  # "ok" | "build_error" | "build_timeout" | "run_error" | "run_timeout"
+    error_msg: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind == "ok"
+
+
+@dataclass
+class MeasureTimes:
+    build_s: float = 0.0
+    run_s: float = 0.0
+
+
+class Measurer:
+    """Build + run a batch of MeasureCandidates; owns the worker pools (call ``close``)."""
+
+    def __init__(self, target, rpc: RPCSettings | None = None, build_timeout_sec: float = 60.0):
+        kind = str(target.kind.name)
+        self.target = target
+        self.builder = PooledBuilder(target_kind=kind, link_shared=rpc is None, timeout_sec=build_timeout_sec)
+        self.runner = make_runner(kind, rpc)
+        self.device_type = "cuda" if kind == "cuda" else "cpu"
+        self.times = MeasureTimes()
+
+    def warm_up(self) -> None:
+        """Start builder and runner workers in the background while the caller prepares tasks."""
+        self.builder.warm_up()
+        if hasattr(self.runner, "warm_up"):
+            self.runner.warm_up()
+
+    def measure(self, candidates) -> tuple[list[MeasureOutcome], list, list]:
+        """Returns outcomes plus the raw BuilderResults/RunnerResults (MetaSchedule wants them back)."""
+        t0 = time.perf_counter()
+        builder_results = self.builder.build(
+            [BuilderInput(c.sch.mod, self.target) for c in candidates]
+        )
+        t1 = time.perf_counter()
+        runner_inputs, index = [], []
+        for i, (cand, br) in enumerate(zip(candidates, builder_results)):
+            if br.error_msg is None:
+                runner_inputs.append(ms.runner.RunnerInput(br.artifact_path, self.device_type, cand.args_info))
+                index.append(i)
+        futures = self.runner.run(runner_inputs) if runner_inputs else []
+        run_results = [None] * len(candidates)
+        for i, fut in zip(index, futures):
+            run_results[i] = fut.result()
+        t2 = time.perf_counter()
+        self.times.build_s += t1 - t0
+        self.times.run_s += t2 - t1
+        outcomes, runner_results = [], []
+        for br, rr in zip(builder_results, run_results):
+            if br.error_msg is not None:
+                kind = "build_timeout" if "Timeout" in br.error_msg else "build_error"
+                outcomes.append(MeasureOutcome(None, kind, br.error_msg[:2000]))
+                runner_results.append(ms.runner.RunnerResult(None, br.error_msg))
+                continue
+            _remove_artifact(br.artifact_path)
+            if rr.error_msg is not None or rr.run_secs is None:
+                msg = rr.error_msg or "no run time"
+                kind = "run_timeout" if "Timeout" in msg else "run_error"
+                outcomes.append(MeasureOutcome(None, kind, msg[:2000]))
+            else:
+                outcomes.append(MeasureOutcome([float(getattr(x, "value", x)) for x in rr.run_secs], "ok"))
+            runner_results.append(rr)
+        return outcomes, builder_results, runner_results
+
+    def close(self) -> None:
+        self.builder.shutdown()
+        pool = getattr(self.runner, "pool", None)
+        if pool is not None:
+            pool.shutdown()
+
+
+def _remove_artifact(path: str | None) -> None:
+    if path:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
