@@ -182,7 +182,7 @@ def tvm_part(args, cfg: dict, checks: cli.Checks) -> dict:
             seq = torch.export.Dim("seq", min=2, max=max(cfg["seq_range"][1], 16))
             dyn = tvm_arm.compile_relax(model, (x,), dynamic_shapes={"x": {1: seq}})
         compile_s = time.perf_counter() - t
-        run, _ = timing.timed(lambda x=x: [dyn(x) for _ in range(calls)], lambda: None)
+        run, _ = timing.timed(lambda x=x, dyn=dyn: [dyn(x) for _ in range(calls)], lambda: None)
         rows["dynamic"].append({"seq": int(x.shape[1]), "compile_s": compile_s, "run_s": run, "total_s": compile_s + run})
     statics = []
     for x in xs:  # static arm: export + compile bound to each shape
