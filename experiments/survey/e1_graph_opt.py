@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tuned", help="comma list of workloads for the tuned TVM arm")
     p.add_argument("--trials", type=int, help="MetaSchedule trials per tuned workload")
     p.add_argument("--no-sweep", action="store_true", help="skip the batch-size sweep")
+    p.add_argument("--sweep-batches", help="comma list of batch sizes for the sweep workloads")
     args = p.parse_args(argv)
     cfg = dict(DRY if args.dry_run else QUICK if args.quick else FULL)
     for key in ("rounds", "block_s", "trials"):
@@ -106,13 +107,22 @@ def main(argv: list[str] | None = None) -> int:
     header = cli.setup(args)
     checks = cli.Checks()
     results, sweep = [], []
+    out = cli.out_path(args, "e1")
+
+    def save(complete: bool) -> None:  # after every workload: a killed run keeps what it measured
+        timing.write_json(out, {"experiment": "E1 graph optimization", **header, "config": cfg,
+                                "complete": complete, "workloads": results, "batch_sweep": sweep,
+                                "checks": checks.items, "loadavg_end": timing.loadavg()})
+
     for name in cfg["workloads"]:
         mode = args.tvm if args.tvm != "all" or name in cfg["tuned"] else "untuned"
         results.append(measure(name, cfg.get("batch", {}).get(name), cfg, args, mode))
-    if not args.no_sweep:
-        for name, batches in cfg["sweep"].items():
-            for b in batches:
-                sweep.append(measure(name, b, cfg, args, "none"))
+        save(False)
+    batches = [int(b) for b in args.sweep_batches.split(",")] if args.sweep_batches else None
+    for name, default in ({} if args.no_sweep else cfg["sweep"]).items():
+        for b in batches or default:
+            sweep.append(measure(name, b, cfg, args, "none"))
+            save(False)
     for rec in results + sweep:
         for arm, c in rec["check"].items():
             checks.expect(c["ok"], f"{rec['workload']} b={rec['batch']} {arm} matches eager", c)
@@ -120,11 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     for rec in chain:  # the bandwidth-bound chain; at 1k elements Python call overhead decides
         ratio = rec["timing"]["ratio"]["inductor"]["median"]
         checks.expect(ratio > 1.0, f"{rec['workload']}: Inductor faster than eager", round(ratio, 3))
-    payload = {"experiment": "E1 graph optimization", **header, "config": cfg, "workloads": results,
-               "batch_sweep": sweep, "checks": checks.items, "loadavg_end": timing.loadavg()}
-    log.info("wrote %s", timing.write_json(cli.out_path(args, "e1"), payload))
+    save(True)
+    log.info("wrote %s", out)
     return checks.finish(args.check)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -105,7 +105,7 @@ def _median(recs: list[dict], key: str) -> float:
     return statistics.median(vals)
 
 
-def inductor_part(args, cfg: dict, checks: cli.Checks) -> list[dict]:
+def inductor_part(args, cfg: dict, checks: cli.Checks, save=lambda rows: None) -> list[dict]:
     rows = []
     for name in cfg["workloads"]:
         runs = {"cold": [], "warm": []}
@@ -126,6 +126,7 @@ def inductor_part(args, cfg: dict, checks: cli.Checks) -> list[dict]:
         log.info("%s cold %.2fs warm %.2fs speedup %.2f N*cold %s N*warm %s", name, row["cold"]["compile_s"],
                  row["warm"]["compile_s"], row["cold"]["speedup"], row["cold"]["n_star"], row["warm"]["n_star"])
         rows.append(row)
+        save(rows)
     return rows
 
 
@@ -184,6 +185,7 @@ def tuned_budget(api, args, model, inputs, ref, w, arms, trials, cfg, checks) ->
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser(__doc__.splitlines()[0])
     p.add_argument("--workloads", help=f"comma list; valid: {','.join(WORKLOADS)}")
+    p.add_argument("--repeats", type=int, help="fresh-process repeats per measurement")
     p.add_argument("--budgets", help="comma list of MetaSchedule trial budgets for the TVM part")
     p.add_argument("--child", help="(internal) measure one workload in this process and print JSON")
     p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child(args)
     cfg = dict(DRY if args.dry_run else QUICK if args.quick else FULL)
-    for key in ("rounds", "block_s"):
+    for key in ("rounds", "block_s", "repeats"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
     if args.workloads:
@@ -205,16 +207,22 @@ def main(argv: list[str] | None = None) -> int:
     header = cli.setup(args)
     checks = cli.Checks()
     startup = startup_cost(1 if args.dry_run else 3)
-    rows = inductor_part(args, cfg, checks)
+    out = cli.out_path(args, "e2")
+
+    def save(rows, tvm=None, complete=False):  # after every workload: a killed run keeps what it measured
+        timing.write_json(out, {"experiment": "E2 compile overhead", **header, "config": cfg, "complete": complete,
+                                "startup": startup, "inductor": rows, "tvm": tvm or {"skipped": "not reached"},
+                                "checks": checks.items, "loadavg_end": timing.loadavg()})
+
+    rows = inductor_part(args, cfg, checks, save)
     if not args.dry_run:
         for row in rows:
             checks.expect(row["warm"]["compile_s"] < row["cold"]["compile_s"],
                           f"E2 {row['workload']}: warm-cache compile faster than cold",
                           (round(row["warm"]["compile_s"], 2), round(row["cold"]["compile_s"], 2)))
     tvm = tvm_part(args, cfg, checks)
-    payload = {"experiment": "E2 compile overhead", **header, "config": cfg, "startup": startup,
-               "inductor": rows, "tvm": tvm, "checks": checks.items, "loadavg_end": timing.loadavg()}
-    log.info("wrote %s", timing.write_json(cli.out_path(args, "e2"), payload))
+    save(rows, tvm, complete=True)
+    log.info("wrote %s", out)
     return checks.finish(args.check)
 
 

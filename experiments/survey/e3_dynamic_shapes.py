@@ -62,12 +62,14 @@ class CountingBackend:
         return out
 
 
-def stream(fn, xs: list[torch.Tensor], calls: int, sync) -> list[dict]:
+def stream(fn, xs: list[torch.Tensor], calls: int, sync, compiles=lambda: 0) -> list[dict]:
+    """Each shape arrives and is called `calls` times; first call (incl. any compile) timed apart."""
     rows = []
     for x in xs:
         first, _ = timing.timed(lambda x=x: fn(x), sync)
         rest, _ = timing.timed(lambda x=x: [fn(x) for _ in range(calls - 1)], sync)
-        rows.append({"seq": int(x.shape[1]), "first_s": first, "rest_s": rest, "total_s": first + rest})
+        rows.append({"seq": int(x.shape[1]), "first_s": first, "rest_s": rest, "total_s": first + rest,
+                     "compiles_so_far": compiles()})
     return rows
 
 
@@ -92,7 +94,7 @@ def child(args, cfg: dict) -> int:
         backend = CountingBackend()
         before = counters["stats"]["unique_graphs"]
         fn = torch.compile(model, backend=backend, dynamic=(arm == "dynamic"))
-        rows = stream(fn, xs, cfg["calls"], sync)
+        rows = stream(fn, xs, cfg["calls"], sync, compiles=lambda b=backend: b.compiles)
         for row, x, ref in zip(rows, xs, refs, strict=True):
             row["check"] = timing.compare(fn(x), ref, 1e-4, 1e-4)
         compiled[arm] = fn
@@ -128,9 +130,10 @@ def cumulative(rows: list[dict]) -> list[float]:
     return [float(v) for v in np.cumsum([r["total_s"] for r in rows])]
 
 
-def summarize(cum: dict[str, list[float]], report_n: list[int]) -> list[dict]:
+def summarize(cum: dict[str, list[float]], report_n: list[int], graphs: dict | None = None) -> list[dict]:
     """Reduction of cumulative cost, dynamic vs static, at each reported N."""
     return [{"n": n, "static_s": cum["static"][n - 1], "dynamic_s": cum["dynamic"][n - 1],
+             "graphs": {a: graphs[a][n - 1] for a in graphs} if graphs else None,
              "eager_s": cum["eager"][n - 1] if "eager" in cum else None,
              "reduction": 1 - cum["dynamic"][n - 1] / cum["static"][n - 1]} for n in report_n]
 
@@ -154,7 +157,8 @@ def inductor_part(args, cfg: dict, checks: cli.Checks) -> dict:
                                                   strict=True)] for a in ("static", "dynamic")}
     cum["eager"] = [statistics.median(c) for c in zip(*[cumulative(rep["eager"]) for rep in repeats], strict=True)]
     ratios = [s["dyn_over_static"] for rep in repeats for s in rep["steady"]]
-    out = {"repeats": repeats, "cumulative_s": cum, "summary": summarize(cum, cfg["report_n"]),
+    graphs = {a: [r["compiles_so_far"] for r in repeats[0]["arms"][a]["rows"]] for a in ("static", "dynamic")}
+    out = {"repeats": repeats, "cumulative_s": cum, "summary": summarize(cum, cfg["report_n"], graphs),
            "steady_dyn_over_static": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
            "framework_init_s": [rep["framework_init_s"] for rep in repeats]}
     for s in out["summary"]:
@@ -215,6 +219,7 @@ def tvm_part(args, cfg: dict, checks: cli.Checks) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser(__doc__.splitlines()[0])
     p.add_argument("--shapes", type=int, help="number of distinct shapes N (default 24; quick 5)")
+    p.add_argument("--repeats", type=int, help="fresh-process repeats per measurement")
     p.add_argument("--tvm", choices=("none", "untuned"), default="untuned")
     p.add_argument("--child-order", help=argparse.SUPPRESS)
     p.add_argument("--config-json", help=argparse.SUPPRESS)
@@ -222,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child_order:
         return child(args, json.loads(args.config_json))
     cfg = dict(DRY if args.dry_run else QUICK if args.quick else FULL)
-    for key in ("rounds", "block_s"):
+    for key in ("rounds", "block_s", "repeats"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
     if args.shapes:

@@ -28,21 +28,25 @@ def configure(threads: int = 1, device: str = "cpu") -> dict:
     """Pin threads and numerics for the whole process; call before importing tvm."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TVM_NUM_THREADS"):
         os.environ[var] = str(threads)
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if device == "cpu":
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     torch.set_num_threads(threads)
     torch.set_grad_enabled(False)
     torch.set_flush_denormal(True)  # random weights must not decay into denormals
     import torch._dynamo.config as dcfg
     import torch._inductor.config as icfg
 
-    icfg.compile_threads = 1  # compile in-process: modest CPU use, comparable compile times
-    dcfg.recompile_limit = 1000  # default 8: static mode would silently fall back to eager
+    if device == "cpu":
+        icfg.compile_threads = 1  # compile in-process: modest CPU use on the shared 2-core machine
+    for name in ("recompile_limit", "cache_size_limit"):  # default 8: static mode would fall back to eager
+        if hasattr(dcfg, name):
+            setattr(dcfg, name, 1000)
     dcfg.accumulated_recompile_limit = 10000
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # TF32 pinned off: fp32 vs fp32
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
-    return {"threads": threads, "inductor_compile_threads": 1, "flush_denormal": True,
+    return {"threads": threads, "inductor_compile_threads": icfg.compile_threads, "flush_denormal": True,
             "tf32": False if device == "cuda" else None}
 
 

@@ -1,0 +1,3 @@
+"""One-paragraph readings of where and why our numbers differ from the paper's (written after the runs)."""
+
+READINGS: dict[str, str] = {}
