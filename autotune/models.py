@@ -22,6 +22,17 @@ class LoadedModel:
         return self.module if self.module is not None else self.exported.module()
 
 
+def check_model_spec(spec: str) -> None:
+    """Cheap validation of ``--model`` before anything slow starts."""
+    from autotune import zoo
+
+    if spec.endswith(".pt2") or os.sep in spec:
+        if not os.path.isfile(spec):
+            raise UserError(f"--model {spec}: no such file (expected a zoo name or a torch.export .pt2 file)")
+    elif spec not in zoo.MODELS:
+        raise UserError(str(zoo.UnknownModelError(spec, zoo.list_models())))
+
+
 def load_model(spec: str, batch_size: int = 1, input_shape=None, seed: int = 0) -> LoadedModel:
     from autotune import zoo
 

@@ -59,7 +59,7 @@ def _parse_shape(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
-        shape = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+        shape = tuple(int(x) for x in text.split(","))
     except ValueError:
         raise UserError(f"--input-shape: expected comma-separated positive integers like 3,224,224, got {text!r}") from None
     if not shape or min(shape) < 1:
@@ -99,6 +99,9 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError(f"--cost-model: unknown {args.cost_model!r}; valid: {', '.join(COST_MODELS)}")
     rpc = _rpc_settings(args)
     input_shape = _parse_shape(args.input_shape)
+    from autotune.models import check_model_spec
+
+    check_model_spec(args.model)
     from autotune.tvmrt.target import parse_target, target_json
 
     target = parse_target(args.target, num_cores=args.num_cores)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
@@ -11,6 +12,9 @@ def load_exported(path: str) -> torch.export.ExportedProgram:
     """``torch.export.load`` with a one-line ValueError for a missing or unreadable file."""
     if not os.path.isfile(path):
         raise ValueError(f"cannot load torch.export program {path!r}: no such file")
+    export_logger = logging.getLogger("torch.export")
+    level = export_logger.level
+    export_logger.setLevel(logging.CRITICAL)  # torch logs a traceback before raising
     try:
         program = torch.export.load(path)
     except Exception as err:  # torch raises many types for garbage input
@@ -18,6 +22,8 @@ def load_exported(path: str) -> torch.export.ExportedProgram:
         raise ValueError(
             f"cannot load torch.export program {path!r}: {type(err).__name__}: {reason}"
         ) from err
+    finally:
+        export_logger.setLevel(level)
     if not isinstance(program, torch.export.ExportedProgram):
         raise ValueError(f"cannot load torch.export program {path!r}: not an ExportedProgram")
     return program

@@ -1,0 +1,61 @@
+"""autotune's tuning loop on the same 512^3 fp32 GEMM (run by startup_and_trial.py)."""
+
+import argparse
+import json
+import time
+
+T0 = time.time()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=128)
+    ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    import tvm
+    from tvm import te
+
+    from autotune.frontend import Task, task_flops
+    from autotune.tuner import tune
+    from autotune.tvmrt.database import open_json_database
+    from autotune.tvmrt.measure import Measurer
+    from autotune.tvmrt.target import parse_target
+
+    target = parse_target("llvm")
+    measurer = Measurer(target)
+    measurer.warm_up()
+    n = 512
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), "k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    task = Task("gemm512", mod, 1, task_flops(mod), target)
+    db = open_json_database(args.work_dir)
+    t_tune = time.time()
+    try:
+        states, stats = tune([task], target, db, measurer, work_dir=args.work_dir, max_trials=args.trials)
+    finally:
+        measurer.close()
+    wall = time.time() - t_tune
+    best = states[0].best_s
+    out = {
+        "arm": "autotune",
+        "trials": args.trials,
+        "valid_trials": states[0].trials - states[0].failures,
+        "startup_to_first_measurement_s": stats.first_measured_at - T0 if stats.first_measured_at else None,
+        "tuning_wall_s": wall,
+        "per_trial_s": wall / args.trials,
+        "best_gflops": task.flops / best / 1e9 if best else None,
+        "split_s": {"search": stats.search_s, "build": stats.build_s, "run": stats.run_s},
+    }
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

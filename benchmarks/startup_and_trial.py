@@ -1,0 +1,146 @@
+"""Benchmarks of the tune loop itself (issue: tune a whole model end to end).
+
+    python benchmarks/startup_and_trial.py [--quick] [--skip-models] [--stock-timeout 300]
+
+1. GEMM 512^3, 128 trials: start-up to first measured candidate and per-trial wall time with
+   its split, for autotune vs stock MetaSchedule (as shipped) vs stock with only the import fix.
+   Arms run one after another in fresh processes on the same machine; load is recorded.
+2. Whole models (resnet18, resnet50) at a fixed budget through ``python -m autotune.tune``:
+   tuned vs untuned TVM vs torch eager, timed side by side in one process.
+Writes benchmarks/results/tune_loop.json and benchmarks/results/tune_loop.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from autotune.cli import loadavg, versions, write_json  # noqa: E402
+
+
+def _run(cmd: list[str], timeout: float) -> tuple[int, float]:
+    t0 = time.time()
+    try:
+        rc = subprocess.run(cmd, cwd=ROOT, timeout=timeout, capture_output=True, text=True).returncode
+    except subprocess.TimeoutExpired:
+        rc = 124
+    return rc, time.time() - t0
+
+
+def gemm_arm(script: str, trials: int, timeout: float, extra: list[str]) -> dict:
+    tmp = tempfile.mkdtemp(prefix="bench_gemm_")
+    out = os.path.join(tmp, "result.json")
+    load_before = loadavg()
+    rc, wall = _run([sys.executable, os.path.join(HERE, script), "--trials", str(trials),
+                     "--work-dir", os.path.join(tmp, "wd"), "--out", out, *extra], timeout)
+    if rc == 0 and os.path.exists(out):
+        with open(out) as f:
+            result = json.load(f)
+    else:
+        arm = "stock" if script == "_stock_gemm.py" and not extra else script
+        result = {"arm": arm, "trials": trials, "failed": f"exit {rc} after {wall:.0f} s (timeout {timeout} s)"}
+        # count whatever the stock run managed to measure before it was stopped
+        rec = os.path.join(tmp, "wd", "database_tuning_record.json")
+        if os.path.exists(rec):
+            with open(rec) as f:
+                rows = [json.loads(x) for x in f if x.strip()]
+            result["valid_trials"] = sum(1 for r in rows if min(r[1][1]) < 1e9)
+        else:
+            result["valid_trials"] = 0
+    result["process_wall_s"] = wall
+    result["loadavg_before"], result["loadavg_after"] = load_before, loadavg()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def model_arm(model: str, trials: int) -> dict:
+    tmp = tempfile.mkdtemp(prefix=f"bench_{model}_")
+    rc, wall = _run([sys.executable, "-m", "autotune.tune", "--model", model, "--trials", str(trials),
+                     "--work-dir", tmp, "--bench-rounds", "5"], timeout=4 * 3600)
+    path = os.path.join(tmp, "report.json")
+    if rc != 0 or not os.path.exists(path):
+        return {"model": model, "failed": f"exit {rc}"}
+    with open(path) as f:
+        report = json.load(f)
+    shutil.rmtree(tmp, ignore_errors=True)
+    keep = ("model", "trials", "latency_ms", "speedup", "numerics", "wall_s", "per_trial_s", "loadavg")
+    return {k: report[k] for k in keep} | {"tasks": len(report["tasks"]), "process_wall_s": wall}
+
+
+def markdown(results: dict) -> str:
+    lines = ["# Tune-loop benchmarks", "", f"Host: {results['host']}; versions: {results['versions']}", ""]
+    lines += ["## GEMM 512^3 fp32, start-up and per-trial cost", "",
+              "| arm | trials (valid) | start-up to 1st measurement (s) | per trial (s) | split (s) | best GFLOP/s | load before |",
+              "|---|---|---|---|---|---|---|"]
+    for r in results["gemm"]:
+        split = r.get("split_s") or {k: round(v, 1) for k, v in (r.get("profile_s") or {}).items()
+                                     if k in ("EvoSearch", "LocalBuilder", "LocalRunner", "XGBModel")}
+        split_txt = ", ".join(f"{k} {v:.1f}" for k, v in split.items()) if split else r.get("failed", "")
+        st = r.get("startup_to_first_measurement_s")
+        lines.append(
+            f"| {r['arm']} | {r['trials']} ({r.get('valid_trials', '?')}) | "
+            f"{st:.1f} |" if st is not None else f"| {r['arm']} | {r['trials']} ({r.get('valid_trials', '?')}) | none |"
+        )
+        pt, gf = r.get("per_trial_s"), r.get("best_gflops")
+        lines[-1] += f" {pt:.2f} |" if pt else " - |"
+        lines[-1] += f" {split_txt} | {gf:.1f} |" if gf else f" {split_txt} | - |"
+        lines[-1] += f" {r.get('loadavg_before')} |"
+    if results.get("models"):
+        lines += ["", "## Whole models, batch 1, this CPU", "",
+                  "| model | trials | tasks | untuned TVM (ms) | tuned TVM (ms) | torch eager (ms) | tuned vs untuned | tuned vs eager | max abs err | tuning wall (s) | per trial (s) | start-up (s) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in results["models"]:
+            if "failed" in r:
+                lines.append(f"| {r['model']} | failed: {r['failed']} |")
+                continue
+            lat, sp, w = r["latency_ms"], r["speedup"], r["wall_s"]
+            lines.append(
+                f"| {r['model']} | {r['trials']['this_run']} | {r['tasks']} | {lat.get('tvm_untuned') or float('nan'):.1f} | "
+                f"{lat['tvm_tuned']:.2f} | {lat['torch_eager']:.2f} | {sp['tuned_vs_untuned'] or float('nan'):.1f}x | "
+                f"{sp['tuned_vs_torch_eager']:.2f}x | {r['numerics']['max_abs_error']:.2g} | {w['tuning']:.0f} | "
+                f"{r['per_trial_s']:.2f} | {w['startup_to_first_measurement']:.1f} |"
+            )
+    lines += ["", "Reproduce: `python benchmarks/startup_and_trial.py` (see the script's docstring).", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=128)
+    ap.add_argument("--model-trials", type=int, default=500)
+    ap.add_argument("--models", default="resnet18,resnet50")
+    ap.add_argument("--stock-timeout", type=float, default=300)
+    ap.add_argument("--skip-models", action="store_true")
+    ap.add_argument("--skip-gemm", action="store_true")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "tune_loop"))
+    args = ap.parse_args()
+    from autotune.tvmrt.target import detect_host
+
+    results = {"host": detect_host().as_json(), "versions": versions(), "started": time.strftime("%F %T"),
+               "gemm": [], "models": []}
+    if not args.skip_gemm:
+        results["gemm"].append(gemm_arm("_ours_gemm.py", args.trials, 1800, []))
+        results["gemm"].append(gemm_arm("_stock_gemm.py", args.trials, 1800, ["--import-fix"]))
+        results["gemm"].append(gemm_arm("_stock_gemm.py", args.trials, args.stock_timeout, []))
+    if not args.skip_models:
+        for model in args.models.split(","):
+            results["models"].append(model_arm(model, args.model_trials))
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    write_json(args.out + ".json", results)
+    with open(args.out + ".md", "w") as f:
+        f.write(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""End to end: real TVM tuning of tiny models through the CLI users run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.tvm
+
+
+def _report(work_dir) -> dict:
+    with open(os.path.join(work_dir, "report.json")) as f:
+        return json.load(f)
+
+
+def _records(work_dir) -> list[str]:
+    path = os.path.join(work_dir, "database_tuning_record.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line for line in f if line.strip()]
+
+
+def test_tune_tiny_end_to_end(cli, tmp_path):
+    wd = str(tmp_path / "wd")
+    res = cli("autotune.tune", "--model", "tiny", "--trials", "24", "--work-dir", wd, "--bench-rounds", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = _report(wd)
+    assert report["trials"]["this_run"] == 24
+    assert report["trials"]["in_database"] == 24
+    assert len(_records(wd)) == 24
+    measured = [t for t in report["tasks"] if t["best_latency_ms"] is not None]
+    assert measured, "no task got a valid measurement"
+    assert all(t["best_gflops"] is None or t["best_gflops"] > 0 for t in measured)
+    assert report["numerics"]["max_rel_error"] < 1e-4
+    lat = report["latency_ms"]
+    assert lat["tvm_tuned"] > 0 and lat["torch_eager"] > 0 and lat["tvm_untuned"] > 0
+    assert os.path.getsize(report["library"]) > 0
+    assert report["target"]["mcpu"] != "x86-64", "host target must not be generic x86-64"
+    assert report["wall_s"]["startup_to_first_measurement"] > 0
+    # The database is a stock MetaSchedule JSON database that stock compile_relax applies.
+    check = (
+        "import sys, numpy as np;"
+        "from autotune.tvmrt.startup import fast_start; fast_start();"
+        "import tvm; from tvm.s_tir import meta_schedule as ms;"
+        "from autotune import frontend as fe; from autotune.models import load_model;"
+        "from autotune.tvmrt.target import parse_target;"
+        f"db = ms.database.JSONDatabase(work_dir={wd!r});"
+        "m = load_model('tiny'); mod, p = fe.import_exported(m.exported); mod = fe.bind_and_simplify(mod, p);"
+        "t = parse_target('llvm'); ex = ms.relax_integration.compile_relax(db, mod, t, None);"
+        "out = fe.VMRunner(ex)(*m.inputs)[0]; ref = m.module(*m.inputs).detach().numpy();"
+        "print(len(db.get_all_tuning_records()), float(np.abs(out - ref).max()))"
+    )
+    res = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    n_records, err = res.stdout.split()[-2:]
+    assert int(n_records) == 24 and float(err) < 1e-4
+
+
+def test_resume_after_kill(tmp_path):
+    wd = str(tmp_path / "wd")
+    cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "200",
+           "--trials-per-round", "4", "--work-dir", wd, "--skip-untuned"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    try:
+        while len(_records(wd)) < 8 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = len(_records(wd))
+    assert before >= 8, "the first run measured too little before it was killed"
+    # A writer killed mid-line leaves a torn last line: resuming must survive it.
+    with open(os.path.join(wd, "database_tuning_record.json"), "a") as f:
+        f.write('[0, [[["Sample')
+    total = before + 8
+    res = subprocess.run(cmd[:6] + [str(total)] + cmd[7:], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = _report(wd)
+    assert report["trials"]["this_run"] == total - before
+    assert report["trials"]["in_database"] == total
+    assert len(_records(wd)) == total
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--model", "no_such_model"], "valid models:"),
+        (["--model", "tiny", "--target", "nonsense"], "--target"),
+        (["--model", "tiny", "--target", '{"kind": "llvm", "mcpu": "bogus"}'], "unknown LLVM cpu"),
+        (["--model", "tiny", "--target", "{broken"], "malformed JSON"),
+        (["--model", "tiny", "--target", "cuda"], "no usable CUDA"),
+        (["--model", "tiny", "--trials", "0"], "--trials"),
+        (["--model", "tiny", "--cost-model", "magic"], "--cost-model"),
+        (["--model", "tiny", "--input-shape", "3,x"], "--input-shape"),
+        (["--model", "tiny", "--batch-size", "-1"], "--batch-size"),
+    ],
+)
+def test_bad_input_one_line_exit_2(cli, tmp_path, args, expected):
+    res = cli("autotune.tune", *args, "--work-dir", str(tmp_path / "wd"), timeout=300)
+    assert res.returncode == 2, res.stderr[-2000:]
+    lines = [line for line in res.stderr.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and expected in lines[0], res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_pt2_file(cli, tmp_path):
+    bad = tmp_path / "model.pt2"
+    bad.write_bytes(b"not a torch.export archive")
+    res = cli("autotune.tune", "--model", str(bad), "--work-dir", str(tmp_path / "wd"), timeout=300)
+    assert res.returncode == 2
+    assert "model.pt2" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_work_dir_from_another_model_is_refused(cli, tmp_path):
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "autotune_workdir.json").write_text(json.dumps({"model": "resnet18", "target": {}}))
+    res = cli("autotune.tune", "--model", "tiny", "--work-dir", str(wd), timeout=300)
+    assert res.returncode == 2
+    assert "resnet18" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_tune_saved_pt2_program(cli, tmp_path):
+    import torch
+
+    from autotune import zoo
+
+    model, inputs = zoo.get_model("tiny_mlp", batch_size=2)
+    path = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(model, inputs), str(path))
+    wd = str(tmp_path / "wd")
+    res = cli("autotune.tune", "--model", str(path), "--trials", "8", "--work-dir", wd,
+              "--skip-untuned", "--bench-rounds", "1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = _report(wd)
+    assert report["model"] == "mlp"
+    assert report["inputs"][0]["shape"] == [2, 64]
+    assert report["numerics"]["max_rel_error"] < 1e-4
