@@ -40,8 +40,11 @@ class SearchConfig:
     init_min_unmeasured: int = 48
     init_measured_ratio: float = 0.2
     eps_greedy: float = 0.05
+    kind: str = "evolutionary"  # or "replay-trace": uniform random samples of the design space
 
-    def strategy(self) -> ms.search_strategy.EvolutionarySearch:
+    def strategy(self):
+        if self.kind == "replay-trace":
+            return ms.search_strategy.ReplayTrace()
         return ms.search_strategy.EvolutionarySearch(
             population_size=self.population_size,
             init_measured_ratio=self.init_measured_ratio,
@@ -118,15 +121,20 @@ def tune(
     search: SearchConfig | None = None,
     seed: int = 0,
     on_progress: Progress | None = None,
+    on_measured=None,
+    task_loggers: list | None = None,
 ) -> tuple[list[TaskState], TuneStats]:
-    """Tune ``tasks`` until ``max_trials`` (all runs together) are in the database."""
+    """Tune ``tasks`` until ``max_trials`` (all runs together) are in the database.
+
+    ``on_measured(state, candidates, outcomes)`` is called after every measured batch.
+    """
     search = search or SearchConfig()
     stats = TuneStats()
     num_cores = int(target.attrs.get("num-cores", 1)) if target.kind.name == "llvm" else 1
     if cost_model is None:
         cost_model = make_cost_model("xgb", num_cores)
     per_task_cap = trials_per_task or max_trials
-    loggers = ms.logging.get_loggers_from_work_dir(work_dir, [t.name for t in tasks])
+    loggers = task_loggers or ms.logging.get_loggers_from_work_dir(work_dir, [t.name for t in tasks])
     states: list[TaskState] = []
     existing = records_by_workload(database)
     t_search = time.perf_counter()
@@ -186,6 +194,8 @@ def tune(
             cost_model.update(state.ctx, candidates, runner_results)
             stats.search_s += time.perf_counter() - t0
             _commit(database, state, candidates, outcomes, target)
+            if on_measured is not None:
+                on_measured(state, candidates, outcomes)
             n = len(candidates)
             remaining -= n
             state.budget -= n

@@ -67,3 +67,16 @@ def record_latency(record) -> float | None:
     if not secs or min(secs) >= FAILED_RUN_SECS:
         return None
     return sum(secs) / len(secs)
+
+
+def to_py(obj):
+    """TVM JSON-ish objects (ffi Arrays/Maps, IntImm/FloatImm, or plain lists) to plain Python."""
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    if hasattr(obj, "value") and not hasattr(obj, "items"):
+        return obj.value
+    if hasattr(obj, "items"):
+        return {str(to_py(k)): to_py(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple) or hasattr(obj, "__len__"):
+        return [to_py(x) for x in obj]
+    raise TypeError(f"cannot convert {type(obj).__name__} to JSON")

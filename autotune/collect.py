@@ -1,0 +1,94 @@
+"""``python -m autotune.collect``: measure programs of many tasks into a dataset.
+
+    python -m autotune.collect --out datasets/cpu-znver3-2c --programs-per-task 100
+
+For every task of the pool (zoo models + synthetic operators, see autotune.taskpool) it
+measures uniform random samples of the MetaSchedule design space and programs from a short
+XGBoost-guided evolutionary search (so fast programs are represented too). Tasks are visited
+in passes (``--pass-size`` programs each), so a partial dataset already covers many tasks.
+Resumable: rerun the same command; a kill loses at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+
+from autotune.cli import loadavg, run_main, setup_logging, versions
+from autotune.errors import UserError
+
+logger = logging.getLogger("autotune.collect")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m autotune.collect", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="dataset folder (created or resumed)")
+    p.add_argument("--target", default="llvm", help="'llvm', 'cuda' or a JSON target dict (as for tune)")
+    p.add_argument("--models", default=None, help="comma-separated zoo models (default: the dataset set)")
+    p.add_argument("--synthetic", type=int, default=200, help="synthetic operators in the pool")
+    p.add_argument("--programs-per-task", type=int, default=100)
+    p.add_argument("--pass-size", type=int, default=32, help="programs per task per pass")
+    p.add_argument("--random-fraction", type=float, default=0.5, help="share of random samples per visit")
+    p.add_argument("--max-tasks", type=int, default=None, help="only the first N tasks of the pool")
+    p.add_argument("--only-models", default=None, help="keep only tasks tagged with these models")
+    p.add_argument("--time-limit", type=float, default=None, help="stop after this many hours")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rpc-tracker", default=None, help="host:port of a TVM RPC tracker")
+    p.add_argument("--rpc-key", default=None)
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_main(lambda: _main(args))
+
+
+def _main(args) -> int:
+    for name in ("programs_per_task", "pass_size", "synthetic"):
+        if getattr(args, name) < (0 if name == "synthetic" else 1):
+            raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if not 0.0 <= args.random_fraction <= 1.0:
+        raise UserError(f"--random-fraction must be in [0, 1], got {args.random_fraction}")
+    from autotune.tune import _rpc_settings
+    from autotune.tvmrt.target import parse_target
+
+    rpc = _rpc_settings(args)
+    target = parse_target(args.target)
+    from autotune.tvmrt.target import target_json
+
+    tj = target_json(target)
+    cores = int(tj.get("num-cores", 1))
+    os.environ.setdefault("TVM_NUM_THREADS", str(cores))
+    os.makedirs(args.out, exist_ok=True)
+    setup_logging(os.path.join(args.out, "logs"), verbose=args.verbose)
+
+    from autotune.collector import Collector, hardware_fingerprint
+
+    fingerprint = hardware_fingerprint(target, rpc_key=args.rpc_key)
+    collector = Collector(args.out, target, fingerprint, rpc=rpc, seed=args.seed)
+    try:
+        collector.ensure_pool(
+            models=args.models.split(",") if args.models else None, n_synthetic=args.synthetic
+        )
+        collector.run(
+            programs_per_task=args.programs_per_task, pass_size=args.pass_size,
+            random_fraction=args.random_fraction, max_tasks=args.max_tasks,
+            only_models=args.only_models.split(",") if args.only_models else None,
+            deadline=time.time() + args.time_limit * 3600 if args.time_limit else None,
+        )
+    finally:
+        collector.close()
+    logger.info("dataset %s: %s", args.out, json.dumps(collector.writer.manifest.get("counts")))
+    return 0
+
+
+def fingerprint_extras() -> dict:
+    return {"versions": versions(), "loadavg_at_start": loadavg()}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

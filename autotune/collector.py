@@ -1,0 +1,161 @@
+"""The collection engine behind ``python -m autotune.collect`` (TVM side)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+
+from autotune.tvmrt.startup import fast_start
+
+fast_start("llvm")
+
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+from autotune import frontend as fe  # noqa: E402
+from autotune.cli import loadavg, versions  # noqa: E402
+from autotune.data.store import DatasetWriter, read_records  # noqa: E402
+from autotune.progress import Progress  # noqa: E402
+from autotune.taskpool import ZOO_DATASET_MODELS, iter_pool, task_module  # noqa: E402
+from autotune.tuner import SearchConfig, tune  # noqa: E402
+from autotune.tvmrt.database import to_py as _json_de_tvm  # noqa: E402
+from autotune.tvmrt.measure import Measurer  # noqa: E402
+from autotune.tvmrt.target import detect_host, target_json  # noqa: E402
+
+logger = logging.getLogger("autotune.collect")
+
+
+def hardware_id(target, rpc_key: str | None = None) -> str:
+    tj = target_json(target)
+    if tj["kind"] == "cuda":
+        return f"cuda-{tj.get('arch', 'unknown')}" + (f"-{rpc_key}" if rpc_key else "")
+    return f"cpu-{tj.get('mcpu')}-{tj.get('num-cores', 1)}c" + (f"-{rpc_key}" if rpc_key else "")
+
+
+def hardware_fingerprint(target, rpc_key: str | None = None) -> dict:
+    host = detect_host().as_json()
+    return {
+        "hardware_id": hardware_id(target, rpc_key),
+        "target": target_json(target),
+        "host": host,
+        "measured_via": f"rpc:{rpc_key}" if rpc_key else "local",
+        "versions": versions(),
+        "loadavg_at_start": loadavg(),
+    }
+
+
+class Collector:
+    def __init__(self, root: str, target, fingerprint: dict, rpc=None, seed: int = 0):
+        self.root, self.target, self.seed = root, target, seed
+        self.hw = fingerprint["hardware_id"]
+        self.writer = DatasetWriter(root, fingerprint, shard_rows=2048)
+        self.measurer = Measurer(target, rpc=rpc)
+        self.measurer.warm_up()
+        self._search_logger = logging.getLogger("tvm.s_tir.meta_schedule.autotune_collect")
+
+    def ensure_pool(self, models=None, n_synthetic: int = 200) -> None:
+        if self.writer.known_tasks():
+            logger.info("resuming: %d tasks already in %s", len(self.writer.known_tasks()), self.root)
+            return
+        t0 = time.time()
+        n = 0
+        for info in iter_pool(self.target, models=models or ZOO_DATASET_MODELS, n_synthetic=n_synthetic,
+                              seed=self.seed):
+            self.writer.add_task(info)
+            n += 1
+        logger.info("task pool: %d distinct tasks in %.0f s", n, time.time() - t0)
+
+    def _counts(self) -> dict[str, int]:
+        table = read_records(self.root, verify=False)
+        counts: dict[str, int] = {}
+        for key in table.column("task_key").to_pylist():
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def run(self, programs_per_task: int, pass_size: int = 32, random_fraction: float = 0.5,
+            max_tasks: int | None = None, only_models=None, deadline: float | None = None) -> None:
+        tasks = list(self.writer.known_tasks().values())
+        if only_models:
+            tasks = [t for t in tasks if any(m in only_models for m in t["models"])]
+        tasks.sort(key=lambda t: (t["source"] != "zoo", -t["flops"] * t["weight"]))
+        if max_tasks:
+            tasks = tasks[:max_tasks]
+        counts = self._counts()
+        total = programs_per_task * len(tasks)
+        done = sum(min(counts.get(t["key"], 0), programs_per_task) for t in tasks)
+        progress = Progress(total, "collecting", done=done)
+        n_passes = math.ceil(programs_per_task / pass_size)
+        try:
+            for p in range(n_passes):
+                goal = min(programs_per_task, (p + 1) * pass_size)
+                for info in tasks:
+                    if deadline is not None and time.time() > deadline:
+                        logger.info("time limit reached")
+                        return
+                    have = counts.get(info["key"], 0)
+                    if have >= goal:
+                        continue
+                    n_new = self._visit(info, have, goal - have, random_fraction)
+                    counts[info["key"]] = have + n_new
+                    done += n_new
+                    progress.update(done, f"pass {p + 1}/{n_passes}, {len(tasks)} tasks")
+        finally:
+            progress.close()
+
+    def _visit(self, info: dict, have: int, need: int, random_fraction: float) -> int:
+        mod = task_module(info)
+        task = fe.Task(info["name"], mod, info["weight"], info["flops"], self.target)
+        database = ms.database.MemoryDatabase()
+        self._seed_database(database, info, mod)
+        cost_model = ms.cost_model.XGBModel(num_tuning_cores=1, num_warmup_samples=8, tree_method="auto")
+        n_rand = math.ceil(need * random_fraction)
+        phases = [("random", "replay-trace", have + n_rand), ("evolutionary", "evolutionary", have + need)]
+        measured = 0
+
+        def sink(sampler):
+            def on_measured(state, candidates, outcomes):
+                nonlocal measured
+                rows = []
+                workload = database.commit_workload(mod)
+                now = time.time()
+                for cand, out in zip(candidates, outcomes):
+                    record = ms.database.TuningRecord(cand.sch.trace, workload, None, self.target, cand.args_info)
+                    trace = _json_de_tvm(record.as_json()[0])
+                    rows.append({
+                        "task_key": info["key"], "workload_hash": info["workload_hash"],
+                        "trace": json.dumps(trace, separators=(",", ":")),
+                        "run_secs": out.run_secs or [], "status": out.error_kind,
+                        "error": out.error_msg[:500], "sampler": sampler, "hardware_id": self.hw,
+                        "timestamp": now,
+                    })
+                self.writer.append(rows)
+                measured += len(rows)
+            return on_measured
+
+        for sampler, kind, max_trials in phases:
+            if max_trials <= have + measured:
+                continue
+            tune([task], self.target, database, self.measurer, work_dir=self.root, max_trials=max_trials,
+                 cost_model=cost_model, search=SearchConfig(kind=kind, num_trials_per_iter=16,
+                                                            population_size=128, init_min_unmeasured=32),
+                 seed=self.seed + have, on_measured=sink(sampler), task_loggers=[self._search_logger])
+        return measured
+
+    def _seed_database(self, database, info: dict, mod) -> None:
+        """Earlier rows of this task go into the search's database: no re-measuring, warm start."""
+        table = read_records(self.root, verify=False)
+        import pyarrow.compute as pc
+
+        rows = table.filter(pc.equal(table.column("task_key"), info["key"]))
+        if rows.num_rows == 0:
+            return
+        workload = database.commit_workload(mod)
+        target = self.target.export()
+        for trace, secs in zip(rows.column("trace").to_pylist(), rows.column("run_secs").to_pylist()):
+            obj = [json.loads(trace), secs or [1e10], target, info["args_info"]]
+            database.commit_tuning_record(ms.database.TuningRecord.from_json(obj, workload))
+
+    def close(self) -> None:
+        self.measurer.close()
+        self.writer.close()
