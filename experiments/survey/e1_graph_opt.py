@@ -84,6 +84,19 @@ def measure(name: str, batch: int | None, cfg: dict, args, tvm_mode: str) -> dic
     return rec
 
 
+def merge(previous: dict, new: dict) -> dict:
+    """`new`'s records replace same (workload, batch) records of `previous`; the rest are kept in order."""
+    merged = dict(new, merged_into=previous.get("started"), header_of_merged_run={
+        k: previous.get(k) for k in ("started", "env", "config", "mode")})
+    for key in ("workloads", "batch_sweep"):
+        fresh = {(r["workload"], r["batch"]): r for r in new[key]}
+        kept = [fresh.pop((r["workload"], r["batch"]), r) for r in previous[key]]
+        merged[key] = kept + list(fresh.values())
+    names = {c["what"] for c in new["checks"]}
+    merged["checks"] = [c for c in previous["checks"] if c["what"] not in names] + new["checks"]
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser(__doc__.splitlines()[0])
     p.add_argument("--workloads", help=f"comma list; valid: {','.join(WORKLOADS)}")
@@ -93,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, help="MetaSchedule trials per tuned workload")
     p.add_argument("--no-sweep", action="store_true", help="skip the batch-size sweep")
     p.add_argument("--sweep-batches", help="comma list of batch sizes for the sweep workloads")
+    p.add_argument("--merge", action="store_true",
+                   help="update the measured workloads inside an existing output JSON, keep the others")
     args = p.parse_args(argv)
     cfg = dict(DRY if args.dry_run else QUICK if args.quick else FULL)
     for key in ("rounds", "block_s", "trials"):
@@ -109,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     results, sweep = [], []
     out = cli.out_path(args, "e1")
 
+    previous = timing.read_json(out) if args.merge and out.exists() else None
+
     def save(complete: bool) -> None:  # after every workload: a killed run keeps what it measured
-        timing.write_json(out, {"experiment": "E1 graph optimization", **header, "config": cfg,
-                                "complete": complete, "workloads": results, "batch_sweep": sweep,
-                                "checks": checks.items, "loadavg_end": timing.loadavg()})
+        payload = {"experiment": "E1 graph optimization", **header, "config": cfg, "complete": complete,
+                   "workloads": results, "batch_sweep": sweep, "checks": checks.items, "loadavg_end": timing.loadavg()}
+        timing.write_json(out, merge(previous, payload) if previous else payload)
 
     for name in cfg["workloads"]:
         mode = args.tvm if args.tvm != "all" or name in cfg["tuned"] else "untuned"

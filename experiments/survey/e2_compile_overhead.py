@@ -105,6 +105,20 @@ def _median(recs: list[dict], key: str) -> float:
     return statistics.median(vals)
 
 
+def aggregate(name: str, runs: dict[str, list[dict]]) -> dict:
+    """Compile times per arm (median over repeats); steady-state times pooled over every process
+    (cold and warm processes run the same compiled code), so both N* share one denominator."""
+    pooled = runs["cold"] + runs["warm"]
+    steady = {k: _median(pooled, k) for k in ("t_eager", "t_compiled", "speedup")}
+    row = {"workload": name, "kind": WORKLOADS[name].kind, "runs": runs, "steady": steady}
+    for arm, recs in runs.items():
+        row[arm] = {k: _median(recs, k) for k in ("compile_s", "framework_init_s", "ready_s")}
+        row[arm]["n_star"] = timing.break_even(row[arm]["compile_s"], steady["t_eager"], steady["t_compiled"])
+        row[arm]["n_star_incl_init"] = timing.break_even(row[arm]["compile_s"] + row[arm]["framework_init_s"],
+                                                         steady["t_eager"], steady["t_compiled"])
+    return row
+
+
 def inductor_part(args, cfg: dict, checks: cli.Checks, save=lambda rows: None) -> list[dict]:
     rows = []
     for name in cfg["workloads"]:
@@ -113,18 +127,14 @@ def inductor_part(args, cfg: dict, checks: cli.Checks, save=lambda rows: None) -
             cache = timing.fresh_cache_dir(f"e2-{name}-r{rep}")
             runs["cold"].append(spawn(args, cfg, name, cache))
             runs["warm"].append(spawn(args, cfg, name, cache))
-        row = {"workload": name, "kind": WORKLOADS[name].kind, "runs": runs}
+        row = aggregate(name, runs)
         for arm, recs in runs.items():
-            row[arm] = {k: _median(recs, k) for k in ("compile_s", "framework_init_s", "ready_s",
-                                                       "t_eager", "t_compiled", "speedup")}
-            row[arm]["n_star"] = timing.break_even(row[arm]["compile_s"], row[arm]["t_eager"],
-                                                   row[arm]["t_compiled"])
             for r in recs:
                 checks.expect(r["check"]["ok"], f"E2 {name} {arm}: compiled matches eager", r["check"])
         hits = sum(r["inductor_counters"].get("fxgraph_cache_hit", 0) for r in runs["warm"])
         checks.expect(hits > 0, f"E2 {name}: warm processes hit the FX graph cache", hits)
         log.info("%s cold %.2fs warm %.2fs speedup %.2f N*cold %s N*warm %s", name, row["cold"]["compile_s"],
-                 row["warm"]["compile_s"], row["cold"]["speedup"], row["cold"]["n_star"], row["warm"]["n_star"])
+                 row["warm"]["compile_s"], row["steady"]["speedup"], row["cold"]["n_star"], row["warm"]["n_star"])
         rows.append(row)
         save(rows)
     return rows
@@ -187,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", help=f"comma list; valid: {','.join(WORKLOADS)}")
     p.add_argument("--repeats", type=int, help="fresh-process repeats per measurement")
     p.add_argument("--budgets", help="comma list of MetaSchedule trial budgets for the TVM part")
+    p.add_argument("--tvm-only", action="store_true",
+                   help="run only the TVM part; keep the Inductor part of the existing output JSON")
     p.add_argument("--child", help="(internal) measure one workload in this process and print JSON")
     p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     p.add_argument("--spawn-time", type=float, help=argparse.SUPPRESS)
@@ -206,20 +218,28 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown workloads {unknown}; valid: {', '.join(WORKLOADS)}")
     header = cli.setup(args)
     checks = cli.Checks()
-    startup = startup_cost(1 if args.dry_run else 3)
     out = cli.out_path(args, "e2")
+    previous = timing.read_json(out) if args.tvm_only and out.exists() else None
+    if args.tvm_only and previous is None:
+        p.error(f"--tvm-only needs an existing {out} to keep the Inductor part of")
+    startup = previous["startup"] if previous else startup_cost(1 if args.dry_run else 3)
 
     def save(rows, tvm=None, complete=False):  # after every workload: a killed run keeps what it measured
         timing.write_json(out, {"experiment": "E2 compile overhead", **header, "config": cfg, "complete": complete,
                                 "startup": startup, "inductor": rows, "tvm": tvm or {"skipped": "not reached"},
-                                "checks": checks.items, "loadavg_end": timing.loadavg()})
+                                "checks": checks.items, "loadavg_end": timing.loadavg(),
+                                "inductor_part_from": previous["started"] if previous else None})
 
-    rows = inductor_part(args, cfg, checks, save)
-    if not args.dry_run:
-        for row in rows:
-            checks.expect(row["warm"]["compile_s"] < row["cold"]["compile_s"],
-                          f"E2 {row['workload']}: warm-cache compile faster than cold",
-                          (round(row["warm"]["compile_s"], 2), round(row["cold"]["compile_s"], 2)))
+    if previous:
+        rows = previous["inductor"]
+        checks.items += [c for c in previous["checks"] if not c["what"].startswith("E2 TVM")]
+    else:
+        rows = inductor_part(args, cfg, checks, save)
+        if not args.dry_run:
+            for row in rows:
+                checks.expect(row["warm"]["compile_s"] < row["cold"]["compile_s"],
+                              f"E2 {row['workload']}: warm-cache compile faster than cold",
+                              (round(row["warm"]["compile_s"], 2), round(row["cold"]["compile_s"], 2)))
     tvm = tvm_part(args, cfg, checks)
     save(rows, tvm, complete=True)
     log.info("wrote %s", out)

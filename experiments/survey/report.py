@@ -55,7 +55,10 @@ def env_line(d: dict) -> str:
     return (f"{d['experiment']}, {d['mode']} run {d['started']}: {e['cpu']} ({e['nproc']} cores), torch {e['torch']}, "
             f"device {e['device']}{' ' + e.get('gpu', '') if e.get('gpu') else ''}, torch threads "
             f"{e['torch_threads']}, TVM_NUM_THREADS={e['TVM_NUM_THREADS']}; loadavg start {e['loadavg']}, "
-            f"end {d['loadavg_end']}.")
+            f"end {d['loadavg_end']}."
+            + (f" Records re-measured in this run were merged into the run of {d['merged_into']}." if d.get("merged_into")
+               else "")
+            + (f" Inductor part from the run of {d['inductor_part_from']}." if d.get("inductor_part_from") else ""))
 
 
 def arm_cell(rec: dict, arm: str) -> str:
@@ -117,17 +120,17 @@ def e2_tables(d: dict) -> str:
              f"Process start-up (separate): bare python {num(s['python_s']):.2f} s, python + import torch "
              f"{num(s['python_import_torch_s']):.2f} s. Inductor framework init (first trivial compile in a process): "
              "column 'init'. compile = first call − steady call of the workload (after init); "
-             "N* = compile / (t_eager − t_compiled); ∞ where compiled is not faster. Medians over "
-             f"{d['config']['repeats']} fresh-process repeats.\n",
-             "| workload | kind | speedup | cold compile s | warm compile s | init cold/warm s | N* cold | N* warm "
-             "| N* cold incl. init |", "|---|---|---|---|---|---|---|---|---|"]
+             "N* = compile / (t_eager − t_compiled); ∞ where compiled is not faster. Compile times: medians over "
+             f"{d['config']['repeats']} fresh-process repeats; steady-state times: medians pooled over all "
+             f"{2 * d['config']['repeats']} processes (alternating blocks in each).\n",
+             "| workload | kind | speedup | eager / compiled ms | cold compile s | warm compile s | init cold/warm s "
+             "| N* cold | N* warm | N* cold incl. init |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in d["inductor"]:
-        c, w = r["cold"], r["warm"]
-        incl = timing.break_even(num(c["compile_s"]) + num(c["framework_init_s"]), num(c["t_eager"]),
-                                 num(c["t_compiled"]))
-        lines.append(f"| {r['workload']} | {r['kind']} | {fx(c['speedup'])} | {num(c['compile_s']):.2f} | "
-                     f"{num(w['compile_s']):.2f} | {num(c['framework_init_s']):.1f}/{num(w['framework_init_s']):.1f} | "
-                     f"{fn(c['n_star'])} | {fn(w['n_star'])} | {fn(incl)} |")
+        c, w, st = r["cold"], r["warm"], r["steady"]
+        lines.append(f"| {r['workload']} | {r['kind']} | {fx(st['speedup'])} | {ms(st['t_eager'])} / "
+                     f"{ms(st['t_compiled'])} | {num(c['compile_s']):.2f} | {num(w['compile_s']):.2f} | "
+                     f"{num(c['framework_init_s']):.1f}/{num(w['framework_init_s']):.1f} | "
+                     f"{fn(c['n_star'])} | {fn(w['n_star'])} | {fn(c['n_star_incl_init'])} |")
     t = d["tvm"]
     if "skipped" in t:
         lines.append(f"\nTVM part skipped: {t['skipped']}")

@@ -30,6 +30,7 @@ def configure(threads: int = 1, device: str = "cpu") -> dict:
         os.environ[var] = str(threads)
     if device == "cpu":
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    os.environ.pop("TRITON_CACHE_DIR", None)  # Triton's cache then lives inside each arm's fresh Inductor dir
     torch.set_num_threads(threads)
     torch.set_grad_enabled(False)
     torch.set_flush_denormal(True)  # random weights must not decay into denormals
@@ -205,6 +206,10 @@ def write_json(path: Path, payload: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(json_safe(payload), indent=1, allow_nan=False) + "\n")
     return path
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
 
 
 def stamp() -> str:
