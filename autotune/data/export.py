@@ -1,0 +1,65 @@
+"""``python -m autotune.data.export DATASET OUT``: a dataset as a stock MetaSchedule JSONDatabase.
+
+Stock XGBModel/MLPModel (and ``compile_relax``) can then use the same data. Failed rows are
+exported with MetaSchedule's failure marker (run_secs 1e10) unless ``--valid-only``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from autotune.cli import run_main
+from autotune.errors import UserError
+
+
+def export_dataset(root: str, out_dir: str, valid_only: bool = False) -> int:
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    from tvm.s_tir import meta_schedule as ms
+
+    from autotune.data.store import DatasetError, read_manifest, read_records, read_tasks
+    from autotune.taskpool import task_module
+    from autotune.tvmrt.database import FAILED_RUN_SECS, open_json_database
+
+    try:
+        manifest = read_manifest(root)
+        table = read_records(root, valid_only=valid_only)
+    except DatasetError as err:
+        raise UserError(str(err)) from None
+    tasks = read_tasks(root)
+    target = manifest["hardware"]["target"]
+    db = open_json_database(out_dir)
+    workloads = {}
+    n = 0
+    for key, trace, secs in zip(table.column("task_key").to_pylist(), table.column("trace").to_pylist(),
+                                table.column("run_secs").to_pylist()):
+        if key not in workloads:
+            workloads[key] = db.commit_workload(task_module(tasks[key]))
+        obj = [json.loads(trace), secs or [FAILED_RUN_SECS], target, tasks[key]["args_info"]]
+        db.commit_tuning_record(ms.database.TuningRecord.from_json(obj, workloads[key]))
+        n += 1
+    return n
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m autotune.data.export", description=__doc__.split("\n\n")[0])
+    ap.add_argument("dataset")
+    ap.add_argument("out", help="folder for database_workload.json / database_tuning_record.json")
+    ap.add_argument("--valid-only", action="store_true")
+    args = ap.parse_args(argv)
+
+    def body() -> int:
+        if os.path.exists(os.path.join(args.out, "database_tuning_record.json")):
+            raise UserError(f"{args.out} already holds a database; choose an empty folder")
+        n = export_dataset(args.dataset, args.out, args.valid_only)
+        print(f"exported {n} records to {args.out}")
+        return 0
+
+    return run_main(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
