@@ -228,9 +228,32 @@ def plot_e1(d: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_tvm_budgets(ax, tvm: dict) -> None:
+    """N*(trials): tuning + compile time over the per-call gain, against eager and against untuned TVM."""
+    for row in tvm["workloads"]:
+        for key, style in (("n_star_vs_eager", "o-"), ("n_star_vs_untuned", "s--")):
+            pts = [(b["trials"], num(b[key])) for b in row["budgets"] if not math.isinf(num(b[key]))]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), style, label=f"{row['workload']} {key[7:]}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("MetaSchedule trials")
+    ax.set_ylabel("N* (log); missing points: ∞")
+    ax.set_title("E2 TVM: N*(trials)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "N* = ∞ at every budget", ha="center", transform=ax.transAxes)
+
+
 def plot_e2(d: dict, path: Path) -> None:
     rows = d["inductor"]
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    tuned = [r for r in d["tvm"].get("workloads", []) if r["budgets"]]
+    fig, axes = plt.subplots(1, 2 if tuned else 1, figsize=(15 if tuned else 10, 4.5), squeeze=False,
+                             gridspec_kw={"width_ratios": [2, 1]} if tuned else None)
+    ax = axes[0][0]
+    if tuned:
+        plot_tvm_budgets(axes[0][1], d["tvm"])
     finite = [num(r[a]["n_star"]) for r in rows for a in ("cold", "warm") if not math.isinf(num(r[a]["n_star"]))]
     top = max(finite + [10]) * 10
     for i, arm in enumerate(("cold", "warm")):
