@@ -1,0 +1,48 @@
+"""Learned cost models (TVM-free): one contract (base.CostModel), several models.
+
+    from autotune.costmodel import create, load
+    model = create("xgb", n_estimators=200).fit(batch, y, groups)
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import CostModel, ModelFileError, NotFittedError, read_model_meta
+from .inputs import FEATURE_VERSION, ProgramBatch
+
+# kind -> (module, class, default keyword overrides)
+REGISTRY: dict[str, tuple[str, str, dict]] = {
+    "xgb": ("autotune.costmodel.xgb", "XGBCostModel", {}),
+    "xgb-reg": ("autotune.costmodel.xgb", "XGBCostModel", {"objective": "reg:squarederror"}),
+    "ms-xgb": ("autotune.costmodel.xgb", "MSXGBCostModel", {}),
+    "ms-mlp": ("autotune.costmodel.mlp", "TensetMLPCostModel", {}),
+    "seq": ("autotune.costmodel.seq", "SeqCostModel", {}),
+    "random": ("autotune.costmodel.random_model", "RandomCostModel", {}),
+}
+
+
+def model_class(kind: str) -> type[CostModel]:
+    if kind not in REGISTRY:
+        raise ValueError(f"unknown cost model {kind!r}; valid: {', '.join(REGISTRY)}")
+    module, cls, _ = REGISTRY[kind]
+    return getattr(importlib.import_module(module), cls)
+
+
+def create(kind: str, **params) -> CostModel:
+    defaults = dict(REGISTRY[kind][2]) if kind in REGISTRY else {}
+    return model_class(kind)(**{**defaults, **params})
+
+
+def load(path: str) -> CostModel:
+    """Load any saved cost model (the kind is read from its model.json)."""
+    kind = read_model_meta(path)["kind"]
+    for key in REGISTRY:
+        cls = model_class(key)
+        if cls.name == kind:
+            return cls.load(path)
+    raise ModelFileError(f"{path}: unknown model kind {kind!r}; valid: {', '.join(REGISTRY)}")
+
+
+__all__ = ["CostModel", "ProgramBatch", "FEATURE_VERSION", "NotFittedError", "ModelFileError", "create",
+           "load", "model_class", "REGISTRY"]

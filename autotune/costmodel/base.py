@@ -1,0 +1,133 @@
+"""The cost-model contract (TVM-free, in the spirit of scikit-learn estimators).
+
+Every model: hyperparameters are explicit ``__init__`` keywords stored unchanged; learned state
+ends in ``_``; ``fit(X, y, groups)`` returns self; ``predict(X)`` returns higher-is-better scores;
+``predict_with_spread(X)`` returns (score, spread) where spread is an uncertainty estimate
+(0 when the model has none); ``save(path)`` / ``load(path)`` use no pickles.
+
+``X`` is a ``ProgramBatch`` (see ``autotune.costmodel.inputs``): every model takes the same
+batch and reads the view it needs (pack-summed features, per-store rows, token sequences).
+``y`` are normalized throughputs in (0, 1] (best program of its task = 1). ``groups`` are task
+ids (ranking objectives compare programs only within a task).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .inputs import FEATURE_VERSION, ProgramBatch
+
+
+class NotFittedError(RuntimeError):
+    """predict/save before fit."""
+
+
+class ModelFileError(ValueError):
+    """A model file that is missing, corrupt, or from another model/feature version."""
+
+
+class CostModel(ABC):
+    """Base class; subclasses implement ``_fit``, ``_predict``, ``_state`` and ``_restore``."""
+
+    name: str = "base"
+
+    def get_params(self) -> dict:
+        import inspect
+
+        sig = inspect.signature(type(self).__init__)
+        return {k: getattr(self, k) for k in sig.parameters if k != "self"}
+
+    @property
+    def is_fitted(self) -> bool:
+        return getattr(self, "fitted_", False)
+
+    def fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> CostModel:
+        y = np.asarray(y, dtype=np.float64)
+        groups = np.asarray(groups)
+        _check_batch(X)
+        if y.shape != (len(X),) or groups.shape != (len(X),):
+            raise ValueError(
+                f"fit: y and groups must have shape ({len(X)},) to match X; got {y.shape} and {groups.shape}"
+            )
+        if len(X) == 0:
+            raise ValueError("fit: X is empty")
+        if not np.all(np.isfinite(y)):
+            raise ValueError("fit: y has NaN/inf; filter failed programs before fitting")
+        self._fit(X, y, groups)
+        self.fitted_ = True
+        return self
+
+    def predict(self, X: ProgramBatch) -> np.ndarray:
+        return self.predict_with_spread(X)[0]
+
+    def predict_with_spread(self, X: ProgramBatch) -> tuple[np.ndarray, np.ndarray]:
+        if not self.is_fitted:
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() or load() first")
+        _check_batch(X)
+        if len(X) == 0:
+            return np.zeros(0), np.zeros(0)
+        score, spread = self._predict(X)
+        return np.asarray(score, dtype=np.float64), np.asarray(spread, dtype=np.float64)
+
+    def save(self, path: str) -> None:
+        """Writes ``path`` (a folder): ``model.json`` (kind, params, feature version) + weights."""
+        if not self.is_fitted:
+            raise NotFittedError(f"{type(self).__name__} is not fitted; nothing to save")
+        os.makedirs(path, exist_ok=True)
+        meta = {"kind": self.name, "params": self.get_params(), "feature_version": FEATURE_VERSION}
+        meta["state"] = self._state(path)
+        with open(os.path.join(path, "model.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+
+    @classmethod
+    def load(cls, path: str) -> CostModel:
+        meta = read_model_meta(path)
+        if meta["kind"] != cls.name:
+            raise ModelFileError(f"{path}: holds a {meta['kind']!r} model, not {cls.name!r}")
+        model = cls(**meta["params"])
+        try:
+            model._restore(path, meta.get("state") or {})
+        except ModelFileError:
+            raise
+        except Exception as err:  # corrupt weights: name the folder
+            raise ModelFileError(f"{path}: cannot load model weights ({type(err).__name__}: {err})") from None
+        model.fitted_ = True
+        return model
+
+    @abstractmethod
+    def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None: ...
+
+    @abstractmethod
+    def _predict(self, X: ProgramBatch) -> tuple[np.ndarray, np.ndarray]: ...
+
+    @abstractmethod
+    def _state(self, path: str) -> dict: ...
+
+    @abstractmethod
+    def _restore(self, path: str, state: dict) -> None: ...
+
+
+def read_model_meta(path: str) -> dict:
+    meta_path = os.path.join(path, "model.json")
+    try:
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except FileNotFoundError:
+        raise ModelFileError(f"{meta_path}: not found (is {path} a saved cost model?)") from None
+    except ValueError as err:
+        raise ModelFileError(f"{meta_path}: corrupt model card ({err})") from None
+    if meta.get("feature_version") != FEATURE_VERSION:
+        raise ModelFileError(
+            f"{meta_path}: made for feature version {meta.get('feature_version')}, this autotune uses "
+            f"{FEATURE_VERSION}; retrain it (make train-costmodel)"
+        )
+    return meta
+
+
+def _check_batch(X) -> None:
+    if not isinstance(X, ProgramBatch):
+        raise TypeError(f"X must be a ProgramBatch (autotune.costmodel.inputs), got {type(X).__name__}")

@@ -1,0 +1,76 @@
+"""A dataset as cost-model training data: ProgramBatch + latency + task groups (TVM-free when the
+feature cache exists; ``python -m autotune.data.features`` makes it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autotune.data.store import mean_latency, read_manifest, read_records, read_tasks
+
+from .inputs import ProgramBatch, normalized_throughput
+
+
+@dataclass
+class TrainingData:
+    batch: ProgramBatch
+    latency: np.ndarray  # mean seconds per program
+    groups: np.ndarray  # int task index per program
+    task_keys: list[str]  # group id -> task key
+    tasks: dict[str, dict]
+    manifest: dict
+
+    def __len__(self) -> int:
+        return len(self.latency)
+
+    @property
+    def y(self) -> np.ndarray:
+        return normalized_throughput(self.latency, self.groups)
+
+    def select_tasks(self, keys) -> TrainingData:
+        wanted = {self.task_keys.index(k) for k in keys if k in self.task_keys}
+        mask = np.isin(self.groups, sorted(wanted))
+        return self.subset(mask)
+
+    def subset(self, mask) -> TrainingData:
+        idx = np.nonzero(mask)[0] if np.asarray(mask).dtype == bool else np.asarray(mask)
+        return TrainingData(self.batch.subset(idx), self.latency[idx], self.groups[idx], self.task_keys,
+                            self.tasks, self.manifest)
+
+    def weights_for(self, model: str) -> dict[int, float]:
+        """group id -> how often the task occurs in ``model`` (for the top-k score)."""
+        out = {}
+        for gid, key in enumerate(self.task_keys):
+            if model in self.tasks[key]["models"]:
+                out[gid] = float(self.tasks[key]["weight"])
+        return out
+
+
+def load_training_data(root: str, compute_features: bool = True, min_programs: int = 2) -> TrainingData:
+    """Valid rows only (failed/NaN rows are kept on disk and dropped here)."""
+    manifest = read_manifest(root)
+    tasks = read_tasks(root)
+    table = read_records(root)
+    if compute_features:
+        from autotune.data.features import per_row_features
+
+        feats, offsets = per_row_features(root)
+    else:
+        from autotune.data.features import load_cached
+
+        cached = load_cached(root)
+        if cached is None or len(cached[1]) - 1 != table.num_rows:
+            raise ValueError(f"{root}: feature cache missing or stale; run python -m autotune.data.features {root}")
+        feats, offsets = cached[0], cached[1]
+    latency = mean_latency(table)
+    keys = table.column("task_key").to_pylist()
+    ok = np.isfinite(latency) & (latency > 0)
+    task_keys = sorted(set(k for k, good in zip(keys, ok) if good))
+    index = {k: i for i, k in enumerate(task_keys)}
+    groups = np.array([index.get(k, -1) for k in keys])
+    counts = np.bincount(groups[ok], minlength=len(task_keys))
+    ok &= counts[np.maximum(groups, 0)] >= min_programs
+    full = ProgramBatch.from_traces(table.column("trace").to_pylist(), feats, offsets)
+    idx = np.nonzero(ok)[0]
+    return TrainingData(full.subset(idx), latency[idx], groups[idx], task_keys, tasks, manifest)

@@ -1,0 +1,159 @@
+"""Model inputs derived from a dataset (TVM-free): per-store features and trace token sequences.
+
+``ProgramBatch`` holds, for n programs:
+- ``store_feats`` [n_stores, 164] and ``offsets`` [n + 1]: MetaSchedule PerStoreFeature rows
+  (cached by ``python -m autotune.data.features``);
+- ``kinds`` [n, L] int64 and ``numeric`` [n, L, NUM_DIM] float32, ``lengths`` [n]: the schedule
+  trace as a sequence, one step per instruction (kind id + its decision / literal arguments).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FEATURE_VERSION = 1
+MAX_LEN = 96
+NUM_DIM = 12
+N_STORE_FEATS = 164
+
+# MetaSchedule instruction kinds (tvm/src/s_tir/schedule/primitive): a fixed vocabulary keeps
+# token ids stable across datasets; anything else maps to 1 (unknown). 0 is padding.
+INSTRUCTION_KINDS = (
+    "GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers", "GetOutputBlocks",
+    "Split", "LoopPartition", "Fuse", "Merge", "Reorder", "ReorderBlockIterVar", "AddUnitLoop",
+    "Parallel", "Vectorize", "Unroll", "Bind", "CacheRead", "CacheWrite", "ReindexCacheRead",
+    "ReindexCacheWrite", "CacheInplace", "CacheIndex", "ReIndex", "ComputeAt", "ReverseComputeAt",
+    "ComputeInline", "ReverseComputeInline", "DecomposeReduction", "DecomposePadding", "RFactor",
+    "StorageAlign", "SetScope", "UnsafeSetDType", "Blockize", "Tensorize", "Annotate", "Unannotate",
+    "TransformLayout", "TransformBlockLayout", "SetAxisSeparator", "PadEinsum", "RollingBuffer",
+    "SampleCategorical", "SamplePerfectTile", "SamplePartitionedTile", "SampleComputeLocation",
+    "EnterPostproc", "AnnotateBufferAccess", "UnsafeHideBufferAccess",
+)
+KIND_ID = {k: i + 2 for i, k in enumerate(INSTRUCTION_KINDS)}
+VOCAB_SIZE = len(INSTRUCTION_KINDS) + 2
+
+_ANNOTATION_KEYS = {
+    "meta_schedule.parallel": 1.0, "meta_schedule.vectorize": 2.0, "meta_schedule.unroll_explicit": 3.0,
+    "meta_schedule.unroll_implicit": 4.0, "meta_schedule.tiling_structure": 5.0,
+    "meta_schedule.cooperative_fetch": 6.0, "meta_schedule.auto_tensorize": 7.0,
+}
+
+
+def _log2p(x: float) -> float:
+    return math.log2(1.0 + abs(float(x))) * (1.0 if x >= 0 else -1.0)
+
+
+def _numbers(obj, out: list, limit: int) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(obj, bool):
+        out.append(float(obj))
+    elif isinstance(obj, int | float):
+        out.append(float(obj))
+    elif isinstance(obj, list | tuple):
+        for item in obj:
+            _numbers(item, out, limit)
+
+
+def encode_trace(trace_json: str | list) -> tuple[np.ndarray, np.ndarray]:
+    """One trace -> (kind ids [L], numeric [L, NUM_DIM]); L <= MAX_LEN (long traces keep their tail,
+    where the tiling decisions and annotations are)."""
+    trace = json.loads(trace_json) if isinstance(trace_json, str) else trace_json
+    insts, decisions = trace[0], trace[1] if len(trace) > 1 else []
+    decided = {int(i): d for i, d in decisions}
+    steps = []
+    for idx, inst in enumerate(insts):
+        kind, inputs, attrs = inst[0], inst[1], inst[2] if len(inst) > 2 else []
+        vec = np.zeros(NUM_DIM, dtype=np.float32)
+        dec = decided.get(idx)
+        if dec is not None:
+            vals: list[float] = []
+            _numbers(dec, vals, 6)
+            vec[0] = 1.0
+            for j, v in enumerate(vals[:6]):
+                vec[1 + j] = _log2p(v)
+            if isinstance(dec, list) and dec:
+                vec[7] = sum(_log2p(v) for v in vals)  # log of the tiled extent
+        lits: list[float] = []
+        _numbers(inputs, lits, 2)
+        _numbers(attrs, lits, 4)
+        for j, v in enumerate(lits[:3]):
+            vec[8 + j] = _log2p(v)
+        if kind in ("Annotate", "Unannotate") and attrs:
+            vec[11] = _ANNOTATION_KEYS.get(str(attrs[0]), 8.0)
+        steps.append((KIND_ID.get(kind, 1), vec))
+    steps = steps[-MAX_LEN:]
+    kinds = np.array([s[0] for s in steps], dtype=np.int64)
+    numeric = np.stack([s[1] for s in steps]) if steps else np.zeros((0, NUM_DIM), np.float32)
+    return kinds, numeric
+
+
+@dataclass
+class ProgramBatch:
+    kinds: np.ndarray  # [n, L] int64, 0 = padding
+    numeric: np.ndarray  # [n, L, NUM_DIM] float32
+    lengths: np.ndarray  # [n] int64
+    store_feats: np.ndarray  # [n_stores, 164] float32
+    offsets: np.ndarray  # [n + 1] int64
+    _packsum: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        n = self.kinds.shape[0]
+        if self.numeric.shape[:2] != self.kinds.shape or self.lengths.shape != (n,):
+            raise ValueError("ProgramBatch: kinds/numeric/lengths shapes disagree")
+        if self.offsets.shape != (n + 1,) or self.offsets[-1] != self.store_feats.shape[0]:
+            raise ValueError("ProgramBatch: offsets do not match store_feats")
+        if self.store_feats.ndim != 2 or self.store_feats.shape[1] != N_STORE_FEATS:
+            raise ValueError(f"ProgramBatch: store_feats must be [n_stores, {N_STORE_FEATS}]")
+
+    def __len__(self) -> int:
+        return int(self.kinds.shape[0])
+
+    def packsum(self) -> np.ndarray:
+        """Per-program sum of its per-store feature rows [n, 164] (TenSet/MetaSchedule pack-sum)."""
+        if self._packsum is None:
+            sums = np.add.reduceat(self.store_feats, self.offsets[:-1], axis=0) if len(self) else None
+            empty = self.offsets[1:] == self.offsets[:-1]
+            if sums is None:
+                sums = np.zeros((0, N_STORE_FEATS), np.float32)
+            sums[empty] = 0.0
+            self._packsum = sums.astype(np.float32)
+        return self._packsum
+
+    def subset(self, idx) -> ProgramBatch:
+        idx = np.asarray(idx)
+        idx = np.nonzero(idx)[0] if idx.dtype == bool else idx.astype(np.int64)
+        starts, ends = self.offsets[idx], self.offsets[idx + 1]
+        sizes = ends - starts
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        rows = np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1])
+        return ProgramBatch(self.kinds[idx], self.numeric[idx], self.lengths[idx],
+                            self.store_feats[rows], offsets)
+
+    @classmethod
+    def from_traces(cls, traces: list, store_feats: np.ndarray | None = None,
+                    offsets: np.ndarray | None = None) -> ProgramBatch:
+        encoded = [encode_trace(t) for t in traces]
+        n = len(encoded)
+        length = max([len(k) for k, _ in encoded] + [1])
+        kinds = np.zeros((n, length), np.int64)
+        numeric = np.zeros((n, length, NUM_DIM), np.float32)
+        lengths = np.zeros(n, np.int64)
+        for i, (k, v) in enumerate(encoded):
+            kinds[i, : len(k)], numeric[i, : len(k)], lengths[i] = k, v, len(k)
+        if store_feats is None:
+            store_feats, offsets = np.zeros((0, N_STORE_FEATS), np.float32), np.zeros(n + 1, np.int64)
+        return cls(kinds, numeric, lengths, np.asarray(store_feats, np.float32), np.asarray(offsets, np.int64))
+
+
+def normalized_throughput(latency: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """min latency of the program's task / latency: 1 for the best program of each task."""
+    y = np.zeros_like(latency, dtype=np.float64)
+    for g in np.unique(groups):
+        m = groups == g
+        y[m] = np.min(latency[m]) / latency[m]
+    return y

@@ -1,0 +1,197 @@
+"""``python -m autotune.costmodel.train`` (``make train-costmodel``): train and compare cost models.
+
+Trains every requested model on the dataset's training tasks (held-out models' tasks removed),
+evaluates on each held-out model (TenSet top-1 / top-5, pairwise accuracy), measures prediction
+throughput, saves each model with a card under ``--models-dir``, and writes a comparison table
+(markdown + JSON) and a predicted-vs-measured PNG under ``--results``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import time
+
+import numpy as np
+
+from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json
+from autotune.errors import UserError
+
+logger = logging.getLogger("autotune.costmodel.train")
+DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,random"
+HPARAMS_DIR = os.path.join("models", "hparams")
+
+
+def hparams_for(kind: str, hparams_dir: str = HPARAMS_DIR) -> dict:
+    """Best hyperparameters found by ``make tune-costmodel-hparams`` (empty if none)."""
+    path = os.path.join(hparams_dir, f"{kind}.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("params", {})
+
+
+def evaluate(model, data, held_out: dict[str, list[str]]) -> dict:
+    from .metrics import pairwise_accuracy, top_k_score
+
+    out = {}
+    for name, keys in held_out.items():
+        part = data.select_tasks(keys)
+        if len(part) == 0:
+            continue
+        score = model.predict(part.batch)
+        weights = part.weights_for(name)
+        out[name] = {
+            "top1": top_k_score(part.latency, score, part.groups, weights, 1),
+            "top5": top_k_score(part.latency, score, part.groups, weights, 5),
+            "pairwise": pairwise_accuracy(part.latency, score, part.groups),
+            "programs": len(part),
+            "tasks": len(set(part.groups.tolist())),
+        }
+    if out:
+        out["mean"] = {k: float(np.mean([v[k] for v in out.values()])) for k in ("top1", "top5", "pairwise")}
+    return out
+
+
+def _throughput(model, batch, min_n: int = 20000) -> float:
+    from .metrics import prediction_throughput
+
+    reps = max(1, int(np.ceil(min_n / max(len(batch), 1))))
+    big = batch.subset(np.tile(np.arange(len(batch)), reps))
+    return prediction_throughput(model, big)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m autotune.costmodel.train", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated, from: {DEFAULT_MODELS}")
+    ap.add_argument("--held-out", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--models-dir", default="models")
+    ap.add_argument("--results", default=os.path.join("experiments", "costmodel", "results"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="small models/epochs (CI)")
+    args = ap.parse_args(argv)
+    return run_main(lambda: _main(args))
+
+
+def _main(args) -> int:
+    from . import REGISTRY, create
+    from .data import load_training_data
+
+    kinds = [k.strip() for k in args.models.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in REGISTRY]
+    if bad:
+        raise UserError(f"--models: unknown {bad}; valid: {', '.join(REGISTRY)}")
+    setup_logging()
+    from autotune.data.splits import split_by_model
+    from autotune.data.store import DatasetError
+
+    try:
+        data = load_training_data(args.dataset)
+    except DatasetError as err:
+        raise UserError(str(err)) from None
+    held = [m.strip() for m in args.held_out.split(",") if m.strip()]
+    try:
+        train_keys, test_keys = split_by_model({k: data.tasks[k] for k in data.task_keys}, held)
+    except ValueError as err:
+        raise UserError(f"--held-out: {err}") from None
+    train = data.select_tasks(train_keys)
+    logger.info("train: %d programs over %d tasks; held out: %s", len(train), len(train_keys),
+                {m: len(k) for m, k in test_keys.items()})
+    hw = data.manifest["hardware"]["hardware_id"]
+    manifest_hash = hashlib.sha256(json.dumps(data.manifest, sort_keys=True).encode()).hexdigest()
+    rows = []
+    test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
+    for kind in kinds:
+        params = {**hparams_for(kind), **(_quick(kind) if args.quick else {})}
+        if "seed" in create(kind).get_params():
+            params.setdefault("seed", args.seed)
+        model = create(kind, **params)
+        t0 = time.time()
+        model.fit(train.batch, train.y, train.groups)
+        fit_s = time.time() - t0
+        metrics = evaluate(model, data, test_keys)
+        thr = _throughput(model, test_all.batch)
+        out_dir = os.path.join(args.models_dir, hw, kind)
+        model.save(out_dir)
+        card = {
+            "kind": kind, "params": model.get_params(), "dataset": os.path.abspath(args.dataset),
+            "dataset_manifest_sha256": manifest_hash, "hardware": data.manifest["hardware"],
+            "git_commit": git_commit(), "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "train": {"programs": len(train), "tasks": len(train_keys), "fit_seconds": fit_s},
+            "held_out": held, "metrics": metrics, "predict_programs_per_s": thr,
+            "versions": versions(), "loadavg": loadavg(),
+        }
+        write_json(os.path.join(out_dir, "card.json"), card)
+        logger.info("%s: top1 %.3f top5 %.3f pairwise %.3f, %.0f programs/s, fit %.0f s", kind,
+                    metrics.get("mean", {}).get("top1", float("nan")), metrics.get("mean", {}).get("top5", float("nan")),
+                    metrics.get("mean", {}).get("pairwise", float("nan")), thr, fit_s)
+        rows.append({"kind": kind, "metrics": metrics, "predict_programs_per_s": thr, "fit_seconds": fit_s})
+        if kind == kinds[0] or kind == "seq":
+            _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
+    result = {"dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
+              "train_programs": len(train), "held_out": held, "rows": rows, "loadavg": loadavg(),
+              "git_commit": git_commit(), "quick": args.quick}
+    os.makedirs(args.results, exist_ok=True)
+    write_json(os.path.join(args.results, "comparison.json"), result)
+    table = markdown_table(result)
+    with open(os.path.join(args.results, "comparison.md"), "w", encoding="utf-8") as f:
+        f.write(table)
+    print(table)
+    return 0
+
+
+def _quick(kind: str) -> dict:
+    return {"xgb": {"n_estimators": 40}, "xgb-reg": {"n_estimators": 40}, "ms-xgb": {"n_estimators": 40},
+            "ms-mlp": {"epochs": 3}, "seq": {"epochs": 3}}.get(kind, {})
+
+
+def markdown_table(result: dict) -> str:
+    held = result["held_out"]
+    head = ["model"] + [f"{m} top-1" for m in held] + [f"{m} top-5" for m in held] + \
+        ["mean top-1", "mean top-5", "mean pairwise", "predict programs/s", "fit s"]
+    lines = [f"# Cost models on {result['hardware_id']} (held-out models: {', '.join(held)})", "",
+             f"Train programs: {result['train_programs']}. Dataset manifest sha256 {result['dataset_manifest_sha256'][:12]}, "
+             f"commit {str(result['git_commit'])[:10]}, load {result['loadavg']}.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in result["rows"]:
+        m = r["metrics"]
+        cells = [r["kind"]] + [f"{m[h]['top1']:.3f}" if h in m else "-" for h in held] + \
+            [f"{m[h]['top5']:.3f}" if h in m else "-" for h in held] + \
+            [f"{m['mean'][k]:.3f}" if "mean" in m else "-" for k in ("top1", "top5", "pairwise")] + \
+            [f"{r['predict_programs_per_s']:.0f}", f"{r['fit_seconds']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
+    return "\n".join(lines)
+
+
+def _plot(model, data, test_keys, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    name = next(iter(test_keys))
+    part = data.select_tasks(test_keys[name])
+    if len(part) == 0:
+        return
+    biggest = np.bincount(part.groups).argmax()
+    task = part.subset(part.groups == biggest)
+    score = model.predict(task.batch)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.scatter(task.y, score, s=8, alpha=0.6)
+    ax.set_xlabel("measured normalized throughput (best = 1)")
+    ax.set_ylabel(f"{model.name} score")
+    key = data.task_keys[biggest]
+    ax.set_title(f"{name}: {data.tasks[key]['name'][:40]} ({len(task)} programs)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

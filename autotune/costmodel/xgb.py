@@ -1,0 +1,118 @@
+"""XGBoost cost models on MetaSchedule per-store features.
+
+- ``XGBCostModel`` (kind "xgb"): per-store features pack-summed per program (TenSet), trained
+  with a ranking objective grouped by task (``objective="rank:pairwise"``), or as a regression
+  on normalized throughput (``objective="reg:squarederror"``) for comparison.
+- ``MSXGBCostModel`` (kind "ms-xgb"): MetaSchedule's own XGBModel setup, re-implemented on
+  ProgramBatch: every store row is scored and a program's score is the sum over its rows
+  (PackSum), trained with MetaSchedule's throughput-weighted square error, same XGBConfig.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import xgboost as xgb
+
+from .base import CostModel
+from .inputs import ProgramBatch
+
+
+def _sorted_by_group(groups: np.ndarray):
+    order = np.argsort(groups, kind="stable")
+    _, counts = np.unique(groups[order], return_counts=True)
+    return order, counts
+
+
+class _XGBBase(CostModel):
+    def _state(self, path: str) -> dict:
+        self.booster_.save_model(os.path.join(path, "model.ubj"))
+        return {"weights": "model.ubj"}
+
+    def _restore(self, path: str, state: dict) -> None:
+        booster = xgb.Booster()
+        booster.load_model(os.path.join(path, state.get("weights", "model.ubj")))
+        booster.set_param({"nthread": self.nthread})
+        self.booster_ = booster
+
+
+class XGBCostModel(_XGBBase):
+    name = "xgb"
+
+    def __init__(self, objective: str = "rank:pairwise", n_estimators: int = 300, max_depth: int = 8,
+                 learning_rate: float = 0.1, min_child_weight: float = 1.0, subsample: float = 0.9,
+                 colsample_bytree: float = 0.9, reg_lambda: float = 1.0, nthread: int = 2, seed: int = 0):
+        self.objective = objective
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_child_weight = min_child_weight
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.reg_lambda = reg_lambda
+        self.nthread = nthread
+        self.seed = seed
+
+    def _params(self) -> dict:
+        params = {
+            "objective": self.objective, "max_depth": self.max_depth, "eta": self.learning_rate,
+            "min_child_weight": self.min_child_weight, "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree, "lambda": self.reg_lambda,
+            "nthread": self.nthread, "seed": self.seed, "tree_method": "hist", "verbosity": 0,
+        }
+        if self.objective.startswith("rank:"):
+            params["eval_metric"] = "ndcg@5"
+        return params
+
+    def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
+        feats = X.packsum()
+        if self.objective.startswith("rank:"):
+            order, counts = _sorted_by_group(groups)
+            dtrain = xgb.DMatrix(feats[order], label=y[order])
+            dtrain.set_group(counts)
+        else:
+            dtrain = xgb.DMatrix(feats, label=y)
+        self.booster_ = xgb.train(self._params(), dtrain, num_boost_round=self.n_estimators)
+
+    def _predict(self, X: ProgramBatch):
+        score = self.booster_.predict(xgb.DMatrix(X.packsum()))
+        return score, np.zeros_like(score)
+
+
+class MSXGBCostModel(_XGBBase):
+    """MetaSchedule's XGBModel objective and defaults (XGBConfig), on the same data."""
+
+    name = "ms-xgb"
+
+    def __init__(self, n_estimators: int = 300, max_depth: int = 10, gamma: float = 0.001,
+                 min_child_weight: float = 0.0, eta: float = 0.2, nthread: int = 2, seed: int = 43):
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.gamma = gamma
+        self.min_child_weight = min_child_weight
+        self.eta = eta
+        self.nthread = nthread
+        self.seed = seed
+
+    def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
+        ids = np.repeat(np.arange(len(X)), np.diff(X.offsets))
+        labels = y[ids]
+        dtrain = xgb.DMatrix(X.store_feats, label=labels)
+        dtrain.set_weight(labels)
+
+        def obj_square_error(preds, _dmatrix):
+            summed = np.bincount(ids, weights=preds, minlength=len(X))[ids]
+            grad = summed - labels
+            return grad * labels, np.ones_like(grad) * labels
+
+        params = {"max_depth": self.max_depth, "gamma": self.gamma, "min_child_weight": self.min_child_weight,
+                  "eta": self.eta, "seed": self.seed, "nthread": self.nthread, "verbosity": 0,
+                  "tree_method": "hist", "disable_default_eval_metric": 1}
+        self.booster_ = xgb.train(params, dtrain, num_boost_round=self.n_estimators, obj=obj_square_error)
+
+    def _predict(self, X: ProgramBatch):
+        ids = np.repeat(np.arange(len(X)), np.diff(X.offsets))
+        row_scores = self.booster_.predict(xgb.DMatrix(X.store_feats))
+        score = np.bincount(ids, weights=row_scores, minlength=len(X))
+        return score, np.zeros_like(score)

@@ -1,0 +1,33 @@
+"""Metrics on hand-computed cases."""
+
+import numpy as np
+import pytest
+
+from autotune.costmodel.metrics import pairwise_accuracy, top_k_score
+
+
+def test_top_k_hand_computed():
+    # task 0: latencies 1, 2, 4 ; task 1: latencies 10, 20
+    lat = np.array([1.0, 2.0, 4.0, 10.0, 20.0])
+    groups = np.array([0, 0, 0, 1, 1])
+    perfect = np.array([3.0, 2.0, 1.0, 5.0, 4.0])
+    assert top_k_score(lat, perfect, groups, {0: 1, 1: 1}, 1) == pytest.approx(1.0)
+    worst = -perfect
+    # top-1 picks latency 4 (task 0) and 20 (task 1): (1 + 10) / (4 + 20)
+    assert top_k_score(lat, worst, groups, {0: 1, 1: 1}, 1) == pytest.approx(11 / 24)
+    # weights: task 0 appears 3 times -> (3*1 + 10) / (3*4 + 20)
+    assert top_k_score(lat, worst, groups, {0: 3, 1: 1}, 1) == pytest.approx(13 / 32)
+    # top-2 of worst ranking in task 0 = {4, 2} -> best 2; task 1 both -> 10
+    assert top_k_score(lat, worst, groups, {0: 1, 1: 1}, 2) == pytest.approx(11 / 12)
+
+
+def test_pairwise_accuracy_hand_computed():
+    lat = np.array([1.0, 2.0, 3.0, 5.0, 6.0])
+    groups = np.array([0, 0, 0, 1, 1])
+    assert pairwise_accuracy(lat, -lat, groups) == pytest.approx(1.0)
+    assert pairwise_accuracy(lat, lat, groups) == pytest.approx(0.0)
+    # task 0 scores order (1,3,2): pairs (1,2) right, (1,3) right, (2,3) wrong; task 1 right -> 3/4
+    score = np.array([3.0, 1.0, 2.0, 1.0, 0.0])
+    assert pairwise_accuracy(lat, score, groups) == pytest.approx(3 / 4)
+    # ties in latency are not counted
+    assert np.isnan(pairwise_accuracy(np.array([1.0, 1.0]), np.array([0.0, 1.0]), np.array([0, 0])))
