@@ -6,7 +6,10 @@ MODEL ?= resnet18
 TRIALS ?= 400
 TARGET ?= llvm
 
-.PHONY: setup tune test test-fast lint bench clean-venv
+DATASET ?= datasets/cpu-znver3-2c
+PROGRAMS ?= 100
+
+.PHONY: setup tune test test-fast lint bench clean-venv collect features train-costmodel tune-costmodel-hparams
 
 setup: $(VENV_STAMP)
 
@@ -35,6 +38,21 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/startup_and_trial.py
+
+# Measure programs into a dataset (hours; resumable: rerun to continue).
+collect: setup
+	$(PY) -m autotune.collect --out $(DATASET) --programs-per-task $(PROGRAMS)
+
+features: setup
+	$(PY) -m autotune.data.features $(DATASET)
+
+# Train and compare the cost models on the shipped dataset (held-out models: resnet50,
+# mobilenet_v2, bert_base); writes models/<hardware>/<kind>/ and experiments/costmodel/results/.
+train-costmodel: setup
+	$(PY) -m autotune.costmodel.train --dataset $(DATASET)
+
+tune-costmodel-hparams: setup
+	$(PY) -m autotune.costmodel.hparams --dataset $(DATASET) --models xgb,seq --trials 30
 
 clean-venv:
 	rm -rf .venv
