@@ -21,16 +21,9 @@ from autotune.taskpool import ZOO_DATASET_MODELS, iter_pool, task_module  # noqa
 from autotune.tuner import SearchConfig, tune  # noqa: E402
 from autotune.tvmrt.database import to_py as _json_de_tvm  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
-from autotune.tvmrt.target import detect_host, target_json  # noqa: E402
+from autotune.tvmrt.target import detect_host, hardware_id, target_json  # noqa: E402
 
 logger = logging.getLogger("autotune.collect")
-
-
-def hardware_id(target, rpc_key: str | None = None) -> str:
-    tj = target_json(target)
-    if tj["kind"] == "cuda":
-        return f"cuda-{tj.get('arch', 'unknown')}" + (f"-{rpc_key}" if rpc_key else "")
-    return f"cpu-{tj.get('mcpu')}-{tj.get('num-cores', 1)}c" + (f"-{rpc_key}" if rpc_key else "")
 
 
 def hardware_fingerprint(target, rpc_key: str | None = None) -> dict:
@@ -52,6 +45,8 @@ class Collector:
         self.writer = DatasetWriter(root, fingerprint, shard_rows=2048)
         self.measurer = Measurer(target, rpc=rpc)
         self.measurer.warm_up()
+        self._started = time.time()
+        self._measured = 0
         self._search_logger = logging.getLogger("tvm.s_tir.meta_schedule.autotune_collect")
 
     def ensure_pool(self, models=None, n_synthetic: int = 200) -> None:
@@ -131,6 +126,7 @@ class Collector:
                     })
                 self.writer.append(rows)
                 measured += len(rows)
+                self._measured += len(rows)
             return on_measured
 
         for sampler, kind, max_trials in phases:
@@ -157,5 +153,15 @@ class Collector:
             database.commit_tuning_record(ms.database.TuningRecord.from_json(obj, workload))
 
     def close(self) -> None:
+        """Record this run's throughput in the manifest, shut the pools down, compact the journal."""
         self.measurer.close()
+        t = self.measurer.times
+        runs = self.writer.manifest.setdefault("collection_runs", [])
+        runs.append({
+            "started": self._started, "ended": time.time(), "programs": self._measured,
+            "build_s": t.build_s, "run_s": t.run_s,
+            "wall_s": time.time() - self._started,
+            "programs_per_hour": self._measured / max(time.time() - self._started, 1e-9) * 3600,
+            "loadavg_end": loadavg(),
+        })
         self.writer.close()

@@ -48,7 +48,8 @@ class TuneSession:
         trials: int,
         trials_per_task: int | None = None,
         trials_per_round: int = 16,
-        cost_model: str = "xgb",
+        cost_model=None,
+        cost_model_name: str = "ms-xgb",
         time_untuned: bool = True,
         bench_rounds: int = 5,
     ) -> dict:
@@ -67,7 +68,7 @@ class TuneSession:
             states, stats = tune(
                 tasks, self.target, database, measurer,
                 work_dir=self.work_dir, max_trials=trials, trials_per_task=trials_per_task,
-                cost_model=make_cost_model(cost_model, self.cores),
+                cost_model=cost_model if cost_model is not None else make_cost_model("ms-xgb", self.cores),
                 search=SearchConfig(num_trials_per_iter=trials_per_round),
                 seed=self.seed, on_progress=progress,
             )
@@ -91,7 +92,7 @@ class TuneSession:
             "target": target_json(self.target),
             "host": detect_host().as_json(),
             "seed": self.seed,
-            "cost_model": cost_model,
+            "cost_model": cost_model_name,
             "trials": {
                 "requested": trials,
                 "in_database": sum(s.trials for s in states),

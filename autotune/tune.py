@@ -21,9 +21,10 @@ import os  # noqa: E402
 from autotune.cli import loadavg, run_main, setup_logging, versions, write_json  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
+COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")  # see autotune.tuner
+
 logger = logging.getLogger("autotune.tune")
 
-COST_MODELS = ("xgb", "random")
 WORKDIR_META = "autotune_workdir.json"
 
 
@@ -36,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials-per-round", type=int, default=16, help="candidates measured per search round")
     p.add_argument("--work-dir", default=None, help="where the database, logs and report go (default runs/<model>)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cost-model", default="xgb", help=f"one of: {', '.join(COST_MODELS)}")
+    p.add_argument("--cost-model", default="auto", help=f"one of: {', '.join(COST_MODELS)}")
+    p.add_argument("--cost-model-path", default=None, help="a saved cost model folder (overrides models/)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--input-shape", default=None, help="input shape without batch, e.g. 3,224,224 or 128")
     p.add_argument("--num-cores", type=int, default=None, help="threads for the tuned program (default: all)")
@@ -112,17 +114,21 @@ def _main(args: argparse.Namespace) -> int:
     # threads when both run in one process (measured: torch eager 5-30x slower). Unpinned, with
     # a pause between timed arms, both run at full speed. Set before any TVM thread pool starts.
     os.environ.setdefault("TVM_BIND_THREADS", "0")
+    from autotune.tuner import make_cost_model
+    from autotune.tvmrt.target import hardware_id
+
+    cost_model = make_cost_model(args.cost_model, cores, hw_id=hardware_id(target), path=args.cost_model_path)
     from autotune.tvmrt.measure import Measurer
 
     measurer = Measurer(target, rpc=rpc)
     measurer.warm_up()  # workers import TVM while we import the model
     try:
-        return _tune(args, target, input_shape, measurer)
+        return _tune(args, target, input_shape, measurer, cost_model)
     finally:
         measurer.close()
 
 
-def _tune(args, target, input_shape, measurer) -> int:
+def _tune(args, target, input_shape, measurer, cost_model) -> int:
     from autotune.models import load_model
     from autotune.tvmrt.target import target_json
 
@@ -145,7 +151,8 @@ def _tune(args, target, input_shape, measurer) -> int:
         trials=args.trials,
         trials_per_task=args.trials_per_task,
         trials_per_round=args.trials_per_round,
-        cost_model=args.cost_model,
+        cost_model=cost_model,
+        cost_model_name=args.cost_model,
         time_untuned=not args.skip_untuned,
         bench_rounds=args.bench_rounds,
     )

@@ -10,8 +10,10 @@ every task, then rounds go to the task with the largest expected gain
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -100,12 +102,69 @@ def records_by_workload(database) -> dict[int, list]:
     return groups
 
 
-def make_cost_model(name: str, num_cores: int):
-    if name == "xgb" or name == "ms-xgb":
+COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")
+PRETRAINED = ("xgb", "seq", "ms-mlp")
+
+
+def find_pretrained(kind: str, hw_id: str, models_dir: str = "models") -> str | None:
+    path = os.path.join(models_dir, hw_id, kind)
+    return path if os.path.exists(os.path.join(path, "model.json")) else None
+
+
+def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_dir: str = "models",
+                    path: str | None = None):
+    """A MetaSchedule cost model for ``--cost-model``.
+
+    ``ms-xgb``: stock MetaSchedule XGBModel (online only). ``xgb``/``seq``/``ms-mlp``: our
+    pretrained model for this hardware (models/<hardware_id>/<kind>) + online learning.
+    ``online-xgb``: our ranking XGBoost, online only. ``auto``: pretrained xgb if there is one
+    for this hardware, else ms-xgb (and it says so).
+    """
+    from autotune.errors import UserError
+
+    if name == "auto":
+        if path or (hw_id and find_pretrained("xgb", hw_id, models_dir)):
+            name = "xgb"
+        else:
+            logger.info("no pretrained cost model for %s in %s/: tuning with MetaSchedule's online XGBoost",
+                        hw_id, models_dir)
+            name = "ms-xgb"
+    if name == "ms-xgb":
         return ms.cost_model.XGBModel(num_tuning_cores=num_cores, tree_method="auto", num_warmup_samples=32)
     if name == "random":
         return ms.cost_model.RandomModel()
-    raise ValueError(f"unknown cost model {name!r}")
+    from autotune.search_costmodel import LearnedCostModel
+
+    if name == "online-xgb":
+        return LearnedCostModel(pretrained=None)
+    if name not in PRETRAINED:
+        raise UserError(f"--cost-model: unknown {name!r}; valid: {', '.join(COST_MODELS)}")
+    from autotune.costmodel import load
+    from autotune.costmodel.base import ModelFileError
+
+    path = path or (find_pretrained(name, hw_id, models_dir) if hw_id else None)
+    if path is None:
+        others = sorted(d for d in os.listdir(models_dir) if os.path.isdir(os.path.join(models_dir, d, name))) \
+            if os.path.isdir(models_dir) else []
+        raise UserError(
+            f"--cost-model {name}: no pretrained {name} model for {hw_id} in {models_dir}/ (found for: "
+            f"{', '.join(others) or 'none'}); train one (make train-costmodel) or use --cost-model ms-xgb"
+        )
+    card = os.path.join(path, "card.json")
+    if hw_id and os.path.exists(card):
+        with open(card, encoding="utf-8") as f:
+            made_for = json.load(f).get("hardware", {}).get("hardware_id")
+        if made_for and made_for != hw_id:
+            raise UserError(
+                f"--cost-model {name}: {path} was trained for {made_for}, not {hw_id}; use a model for this "
+                "target or --cost-model ms-xgb"
+            )
+    try:
+        model = load(path)
+    except ModelFileError as err:
+        raise UserError(str(err)) from None
+    logger.info("cost model: pretrained %s from %s, updated online", name, path)
+    return LearnedCostModel(pretrained=model)
 
 
 def tune(

@@ -158,3 +158,12 @@ def target_json(target) -> dict:
     exported = target.export()
     keep = ("kind", "mcpu", "num-cores", "arch", "mattr", "max_threads_per_block", "thread_warp_size")
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in exported.items() if k in keep}
+
+
+def hardware_id(target, rpc_key: str | None = None) -> str:
+    """Names the hardware+target a measurement belongs to: datasets and pretrained models use it."""
+    tj = target_json(target)
+    suffix = f"-{rpc_key}" if rpc_key else ""
+    if tj["kind"] == "cuda":
+        return f"cuda-{tj.get('arch', 'unknown')}{suffix}"
+    return f"cpu-{tj.get('mcpu')}-{tj.get('num-cores', 1)}c{suffix}"

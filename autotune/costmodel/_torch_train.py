@@ -1,0 +1,247 @@
+"""Shared torch plumbing for the neural cost models (``seq``, ``ms-mlp``).
+
+``TorchRankerModel`` implements the CostModel hooks once: seeding, thread limits, a validation
+split by task group, group batches, the LambdaRank loss, early stopping on pairwise accuracy,
+batched inference and ``weights.pt`` save/load (a plain state_dict, loaded with
+``weights_only=True``). A subclass supplies the network (``_build``), the statistics it
+normalizes with (``_fit_stats``) and how a set of programs becomes tensors (``_inputs``).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+from abc import abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import CostModel, ModelFileError
+from .inputs import ProgramBatch
+
+logger = logging.getLogger(__name__)
+
+WEIGHTS_FILE = "weights.pt"
+PREDICT_BATCH = 4096
+MAX_VAL_GROUP = 1000  # pairwise accuracy looks at most this many programs of one task
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Runs the body with ``torch.set_num_threads(n)``, restoring the previous count after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def lambda_rank_loss(scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor,
+                     sigma: float = 1.0, eps: float = 1e-10) -> torch.Tensor:
+    """LambdaLoss (NDCG-weighted pairwise logistic loss), one row per task group.
+
+    ``scores``, ``y``, ``mask``: [G, P]; padded entries have ``mask`` False. Pairs (i, j) of one
+    row with y_i > y_j cost ``-|Δ(1/D)|·|ΔG|·log σ(sigma·(s_i - s_j))`` where positions come from
+    the predicted order (as MetaSchedule's ``lambda_rank_loss``, batched over groups). Returns the
+    mean over groups of the per-group sum.
+    """
+    n_groups, width = scores.shape
+    y = y.masked_fill(~mask, 0.0)
+    order = scores.detach().masked_fill(~mask, float("-inf")).argsort(dim=1, descending=True)
+    s = scores.gather(1, order)
+    t = y.gather(1, order)
+    m = mask.gather(1, order)
+    disc = torch.log2(torch.arange(2, width + 2, device=scores.device, dtype=scores.dtype))
+    ideal = y.sort(dim=1, descending=True).values
+    max_dcg = ((torch.pow(2.0, ideal) - 1.0) / disc).sum(1).clamp_min(eps)
+    gain = (torch.pow(2.0, t) - 1.0) / max_dcg[:, None]
+    inv = 1.0 / disc
+    weight = (inv[:, None] - inv[None, :]).abs()[None] * (gain[:, :, None] - gain[:, None, :]).abs()
+    pairs = m[:, :, None] & m[:, None, :] & (t[:, :, None] > t[:, None, :])
+    logp = F.logsigmoid(sigma * (s[:, :, None] - s[:, None, :]))
+    return -(weight * logp)[pairs].sum() / max(n_groups, 1)
+
+
+def pairwise_accuracy(scores: np.ndarray, y: np.ndarray, groups: np.ndarray) -> float:
+    """Share of within-group pairs with different y that the scores order right (score ties = 1/2),
+    pooled over groups; NaN when there is no such pair."""
+    right = total = 0.0
+    for g in np.unique(groups):
+        m = groups == g
+        s, t = scores[m], y[m]
+        dy = np.sign(t[:, None] - t[None, :])
+        ds = np.sign(s[:, None] - s[None, :])
+        valid = dy > 0
+        total += valid.sum()
+        right += (ds[valid] > 0).sum() + 0.5 * (ds[valid] == 0).sum()
+    return float(right / total) if total else float("nan")
+
+
+def split_groups(groups: np.ndarray, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Program indices (train, validation); validation holds round(fraction * n_groups) whole groups."""
+    uniq = np.unique(groups)
+    n_val = int(round(fraction * len(uniq))) if len(uniq) >= 2 else 0
+    n_val = min(n_val, len(uniq) - 1)
+    val_groups = rng.choice(uniq, size=n_val, replace=False) if n_val else uniq[:0]
+    is_val = np.isin(groups, val_groups)
+    return np.nonzero(~is_val)[0], np.nonzero(is_val)[0]
+
+
+def group_chunks(idx: np.ndarray, groups: np.ndarray, cap: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One epoch's ranking units: each group's programs shuffled and cut into near-equal chunks of at
+    most ``cap`` (every program is seen once per epoch), the chunks in random order."""
+    chunks = []
+    for g in np.unique(groups[idx]):
+        members = rng.permutation(idx[groups[idx] == g])
+        chunks.extend(np.array_split(members, -(-len(members) // cap)))
+    return [chunks[i] for i in rng.permutation(len(chunks))]
+
+
+def _pad(values: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor, n_slots: int, width: int) -> torch.Tensor:
+    out = values.new_zeros((n_slots, width) + tuple(values.shape[1:]))
+    out[slot, pos] = values
+    return out
+
+
+class TorchRankerModel(CostModel):
+    """CostModel hooks shared by the torch ranking models; see the module docstring.
+
+    Subclasses define ``__init__`` with their hyperparameters and at least: epochs, lr,
+    weight_decay, batch_groups, max_group_size, val_fraction, patience, mse_weight, grad_clip,
+    seed, num_threads, device.
+    """
+
+    @abstractmethod
+    def _build(self) -> nn.Module:
+        """A fresh network; ``forward(*self._inputs(...))`` returns scores [n, n_heads]."""
+
+    @abstractmethod
+    def _fit_stats(self, net: nn.Module, X: ProgramBatch) -> None:
+        """Sets the network's normalization buffers from the training programs."""
+
+    @abstractmethod
+    def _inputs(self, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> tuple:
+        """The network's inputs for programs ``idx`` of ``X``."""
+
+    def _predict_order(self, X: ProgramBatch) -> np.ndarray:
+        return np.arange(len(X))
+
+    def num_parameters(self) -> int:
+        """Trainable parameters of the network (as built from the hyperparameters if not fitted)."""
+        if self.is_fitted:
+            net = self.net_
+        else:
+            with torch.random.fork_rng(devices=[]):
+                net = self._build()
+        return sum(p.numel() for p in net.parameters())
+
+    # -- CostModel hooks ------------------------------------------------------------------------
+    def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
+        device = torch.device(self.device)
+        rng = np.random.default_rng(self.seed)
+        devices = [device.index or 0] if device.type == "cuda" else []
+        with torch_threads(self.num_threads), torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.seed)
+            train, val = split_groups(groups, self.val_fraction, rng)
+            net = self._build()
+            self._fit_stats(net, X.subset(train))
+            net.to(device)
+            self.net_ = net
+            self.history_ = self._train(net, X, y, groups, train, val, rng, device)
+        self.net_.eval()
+
+    def _train(self, net, X, y, groups, train, val, rng, device) -> dict:
+        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        y_t = torch.as_tensor(y, dtype=torch.float32)
+        best_acc, best_state, best_epoch, bad, epoch, seen, spent = -1.0, None, -1, 0, 0, 0, 0.0
+        for epoch in range(self.epochs):
+            net.train()
+            start, total = time.perf_counter(), 0.0
+            chunks = group_chunks(train, groups, self.max_group_size, rng)
+            for b in range(0, len(chunks), self.batch_groups):
+                batch = chunks[b : b + self.batch_groups]
+                sizes = np.array([len(c) for c in batch])
+                idx = np.concatenate(batch)
+                slot = torch.as_tensor(np.repeat(np.arange(len(batch)), sizes), device=device)
+                pos = torch.as_tensor(np.concatenate([np.arange(s) for s in sizes]), device=device)
+                out = net(*self._inputs(X, idx, device))  # [n, heads]
+                target = y_t[idx].to(device)
+                shape = (len(batch), int(sizes.max()))
+                pad_s, pad_y = _pad(out, slot, pos, *shape), _pad(target, slot, pos, *shape)
+                mask = _pad(torch.ones_like(target, dtype=torch.bool), slot, pos, *shape)
+                loss = sum(lambda_rank_loss(pad_s[..., h], pad_y, mask) for h in range(out.shape[1]))
+                if self.mse_weight:
+                    loss = loss + self.mse_weight * ((out - target[:, None]) ** 2).mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), self.grad_clip)
+                opt.step()
+                total += float(loss.detach()) * len(batch)
+            spent += time.perf_counter() - start
+            seen += len(train)
+            msg = f"epoch {epoch}: loss {total / max(len(chunks), 1):.4f}"
+            if len(val):
+                acc = pairwise_accuracy(self._scores(net, X, val, device).mean(1), y[val], groups[val])
+                msg += f", validation pairwise accuracy {acc:.4f}"
+                if acc > best_acc:
+                    best_acc, best_epoch, bad = acc, epoch, 0
+                    best_state = copy.deepcopy(net.state_dict())
+                else:
+                    bad += 1
+            logger.debug(msg)
+            if len(val) and bad >= self.patience:
+                break
+        if best_state is not None:
+            net.load_state_dict(best_state)
+        return {
+            "epochs_run": epoch + 1,
+            "best_epoch": best_epoch if len(val) else epoch,
+            "val_pairwise_accuracy": best_acc if len(val) else None,
+            "train_programs_per_s": seen / spent if spent else None,
+        }
+
+    def _scores(self, net: nn.Module, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> np.ndarray:
+        """Scores [len(idx), n_heads] in batches of PREDICT_BATCH, in eval mode without autograd."""
+        net.eval()
+        parts = []
+        with torch.inference_mode():
+            for b in range(0, len(idx), PREDICT_BATCH):
+                parts.append(net(*self._inputs(X, idx[b : b + PREDICT_BATCH], device)).float().cpu().numpy())
+        return np.concatenate(parts)
+
+    def _predict(self, X: ProgramBatch) -> tuple[np.ndarray, np.ndarray]:
+        order = self._predict_order(X)
+        device = next(self.net_.parameters()).device
+        with torch_threads(self.num_threads):
+            raw = self._scores(self.net_, X, order, device)
+        out = np.empty_like(raw)
+        out[order] = raw
+        return out.mean(1), (out.std(1) if out.shape[1] > 1 else np.zeros(len(X)))
+
+    def _state(self, path: str) -> dict:
+        state = {k: v.detach().cpu() for k, v in self.net_.state_dict().items()}
+        torch.save(state, os.path.join(path, WEIGHTS_FILE))
+        return {"weights": WEIGHTS_FILE, "history": self.history_}
+
+    def _restore(self, path: str, state: dict) -> None:
+        name = state.get("weights", WEIGHTS_FILE)
+        if not isinstance(name, str) or os.path.basename(name) != name:
+            raise ModelFileError(f"{os.path.join(path, 'model.json')}: bad weights file name {name!r}")
+        file = os.path.join(path, name)
+        try:
+            weights = torch.load(file, map_location="cpu", weights_only=True)
+            with torch_threads(self.num_threads), torch.random.fork_rng(devices=[]):
+                net = self._build()
+            net.load_state_dict(weights, strict=True)
+        except Exception as err:
+            raise ModelFileError(f"{file}: cannot load {self.name!r} weights ({type(err).__name__}: {err})") from None
+        self.net_ = net.to(torch.device(self.device)).eval()
+        self.history_ = state.get("history")
+

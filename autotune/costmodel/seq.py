@@ -1,0 +1,191 @@
+"""A Mamba-style selective state-space cost model over the schedule trace (after TCL, 2026).
+
+Each program's trace is a token sequence (instruction kind + numeric decision features, see
+``ProgramBatch``). Tokens pass through a few Mamba blocks (RMSNorm, in_proj to (x, z), causal
+depthwise conv + SiLU, input-dependent dt/B/C, diagonal A = -exp(A_log), D skip, y·SiLU(z),
+out_proj, residual); the last valid step and the masked mean are pooled. A small MLP reads the
+pack-summed per-store features; a head fuses both into a higher-is-better score. Trained with a
+LambdaRank loss within task groups (``_torch_train``).
+
+The selective scan is plain torch (runs on CPU and GPU): a loop over time steps, vectorized over
+the batch; padded steps get dt = 0, which leaves the state unchanged (exp(0·A) = 1, no input).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._torch_train import TorchRankerModel
+from .inputs import N_STORE_FEATS, NUM_DIM, VOCAB_SIZE, ProgramBatch
+
+STATS_SAMPLE = 20000  # programs used to fit the normalization statistics
+SCAN_ROWS = 512  # inference scan slice (rows x d_inner x d_state floats fit in L2)
+
+
+def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+                   C: torch.Tensor) -> torch.Tensor:
+    """y_t = C_t · h_t with h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t.
+
+    x, dt: [b, l, d]; A: [d, n]; B, C: [b, l, n] -> y [b, l, d]. Steps with dt = 0 keep h.
+    Without autograd, rows go in slices of SCAN_ROWS so each step's state stays in cache.
+    """
+    if not torch.is_grad_enabled() and x.shape[0] > SCAN_ROWS:
+        return torch.cat([selective_scan(*(t[i : i + SCAN_ROWS] for t in (x, dt)), A,
+                                         *(t[i : i + SCAN_ROWS] for t in (B, C)))
+                          for i in range(0, x.shape[0], SCAN_ROWS)])
+    h = x.new_zeros(x.shape[0], x.shape[2], A.shape[1])  # [b, d, n]
+    dt4, dtx = dt.unsqueeze(-1), (dt * x).unsqueeze(-1)  # [b, l, d, 1]
+    B4, C4 = B.unsqueeze(2), C.unsqueeze(2)  # [b, l, 1, n]
+    ys = []
+    for t in range(x.shape[1]):
+        h = torch.exp(dt4[:, t] * A) * h + dtx[:, t] * B4[:, t]
+        ys.append((h * C4[:, t]).sum(-1))
+    return torch.stack(ys, dim=1)
+
+
+class MambaBlock(nn.Module):
+    def __init__(self, d_model: int, d_inner: int, d_state: int, d_conv: int) -> None:
+        super().__init__()
+        self.dt_rank = math.ceil(d_model / 16)
+        self.d_state = d_state
+        self.norm = nn.RMSNorm(d_model)
+        self.in_proj = nn.Linear(d_model, 2 * d_inner, bias=False)
+        self.conv = nn.Conv1d(d_inner, d_inner, d_conv, groups=d_inner, padding=d_conv - 1)
+        self.x_proj = nn.Linear(d_inner, self.dt_rank + 2 * d_state, bias=False)
+        self.dt_proj = nn.Linear(self.dt_rank, d_inner)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float32)).repeat(d_inner, 1))
+        self.D = nn.Parameter(torch.ones(d_inner))
+        self.out_proj = nn.Linear(d_inner, d_model, bias=False)
+        # Mamba's dt initialization: softplus(bias) log-uniform in [1e-3, 1e-1]
+        nn.init.uniform_(self.dt_proj.weight, -self.dt_rank**-0.5, self.dt_rank**-0.5)
+        dt = torch.exp(torch.rand(d_inner) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
+        with torch.no_grad():
+            self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+
+    def forward(self, u: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        length = u.shape[1]
+        x, z = self.in_proj(self.norm(u)).chunk(2, dim=-1)
+        x = F.silu(self.conv(x.transpose(1, 2))[..., :length].transpose(1, 2))  # causal
+        dt, B, C = self.x_proj(x).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
+        dt = F.softplus(self.dt_proj(dt)) * mask.unsqueeze(-1)
+        y = selective_scan(x, dt, -torch.exp(self.A_log), B, C) + x * self.D
+        return u + self.out_proj(y * F.silu(z))
+
+
+class SeqNet(nn.Module):
+    """Trace tokens -> Mamba blocks -> [last, mean] pool; log pack-sum -> MLP; fused heads."""
+
+    def __init__(self, d_model: int, n_layers: int, d_inner: int, d_state: int, d_conv: int,
+                 store_hidden: int, n_heads: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=0)
+        self.numeric = nn.Linear(NUM_DIM, d_model)
+        self.blocks = nn.ModuleList(MambaBlock(d_model, d_inner, d_state, d_conv) for _ in range(n_layers))
+        self.norm = nn.RMSNorm(d_model)
+        self.store = nn.Sequential(
+            nn.Linear(N_STORE_FEATS, store_hidden), nn.ReLU(), nn.Linear(store_hidden, store_hidden), nn.ReLU()
+        )
+        width = 2 * d_model + store_hidden
+        self.heads = nn.ModuleList(
+            nn.Sequential(nn.Linear(width, d_model), nn.ReLU(), nn.Linear(d_model, 1)) for _ in range(n_heads)
+        )
+        # normalization statistics, fitted on the training programs (part of the state_dict)
+        self.register_buffer("num_mean", torch.zeros(NUM_DIM))
+        self.register_buffer("num_std", torch.ones(NUM_DIM))
+        self.register_buffer("store_mean", torch.zeros(N_STORE_FEATS))
+        self.register_buffer("store_std", torch.ones(N_STORE_FEATS))
+
+    def forward(self, kinds: torch.Tensor, numeric: torch.Tensor, lengths: torch.Tensor,
+                packsum: torch.Tensor) -> torch.Tensor:
+        length = kinds.shape[1]
+        mask = (torch.arange(length, device=kinds.device)[None, :] < lengths[:, None]).to(numeric.dtype)
+        h = self.embed(kinds) + self.numeric((numeric - self.num_mean) / self.num_std)
+        for block in self.blocks:
+            h = block(h, mask)
+        h = self.norm(h)
+        last = h[torch.arange(h.shape[0], device=h.device), (lengths - 1).clamp_min(0)]
+        mean = (h * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp_min(1.0)
+        store = self.store((slog(packsum) - self.store_mean) / self.store_std)
+        fused = torch.cat([last, mean, store], dim=-1)
+        return torch.cat([head(fused) for head in self.heads], dim=-1)
+
+
+def _set_stats(mean_buf: torch.Tensor, std_buf: torch.Tensor, rows: np.ndarray) -> None:
+    if len(rows):
+        std = rows.std(0)
+        with torch.no_grad():
+            mean_buf.copy_(torch.as_tensor(rows.mean(0)))
+            std_buf.copy_(torch.as_tensor(np.where(std > 1e-6, std, 1.0)))
+
+
+def slog(x: torch.Tensor) -> torch.Tensor:
+    """sign(x)·log1p(|x|): log1p that tolerates negative feature sums."""
+    return torch.sign(x) * torch.log1p(x.abs())
+
+
+class SeqCostModel(TorchRankerModel):
+    """Selective state-space (Mamba-style) ranking model over schedule traces + pack-sum MLP.
+
+    Defaults are sized for CPU inference (>= 10k programs/s on 2 cores at trace length ~60):
+    d_model 32, d_inner 64 (expand 2), d_state 8, 2 blocks. ``n_heads`` > 1 trains an ensemble of
+    heads on one trunk; spread is then their standard deviation (else 0).
+    """
+
+    name = "seq"
+
+    def __init__(self, *, d_model: int = 32, n_layers: int = 2, d_inner: int = 64, d_state: int = 8,
+                 d_conv: int = 4, store_hidden: int = 64, n_heads: int = 1, epochs: int = 30,
+                 lr: float = 2e-3, weight_decay: float = 1e-2, batch_groups: int = 8,
+                 max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 5,
+                 mse_weight: float = 0.0, grad_clip: float = 1.0, seed: int = 0, num_threads: int = 2,
+                 device: str = "cpu") -> None:
+        self.d_model = d_model
+        self.n_layers = n_layers
+        self.d_inner = d_inner
+        self.d_state = d_state
+        self.d_conv = d_conv
+        self.store_hidden = store_hidden
+        self.n_heads = n_heads
+        self.epochs = epochs
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_groups = batch_groups
+        self.max_group_size = max_group_size
+        self.val_fraction = val_fraction
+        self.patience = patience
+        self.mse_weight = mse_weight
+        self.grad_clip = grad_clip
+        self.seed = seed
+        self.num_threads = num_threads
+        self.device = device
+
+    def _build(self) -> SeqNet:
+        return SeqNet(self.d_model, self.n_layers, self.d_inner, self.d_state, self.d_conv,
+                      self.store_hidden, self.n_heads)
+
+    def _fit_stats(self, net: SeqNet, X: ProgramBatch) -> None:
+        rng = np.random.default_rng(self.seed)
+        idx = np.sort(rng.choice(len(X), size=min(len(X), STATS_SAMPLE), replace=False))
+        steps = np.arange(X.kinds.shape[1])[None, :] < X.lengths[idx, None]
+        num = X.numeric[idx][steps].astype(np.float64)
+        store = slog(torch.as_tensor(X.packsum()[idx], dtype=torch.float64)).numpy()
+        _set_stats(net.num_mean, net.num_std, num)
+        _set_stats(net.store_mean, net.store_std, store)
+
+    def _inputs(self, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> tuple:
+        lengths = X.lengths[idx]
+        width = max(int(lengths.max()) if len(idx) else 1, 1)  # trailing padding is dropped
+        return (
+            torch.as_tensor(X.kinds[idx, :width], device=device),
+            torch.as_tensor(X.numeric[idx, :width], device=device),
+            torch.as_tensor(lengths, device=device),
+            torch.as_tensor(X.packsum()[idx], device=device),
+        )
+
+    def _predict_order(self, X: ProgramBatch) -> np.ndarray:
+        return np.argsort(X.lengths, kind="stable")  # batches of similar length scan fewer steps
