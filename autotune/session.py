@@ -118,6 +118,7 @@ class TuneSession:
                 "total": time.time() - self.t_start,
             },
             "per_trial_s": (t_tune / stats.trials_this_run) if stats.trials_this_run else None,
+            "history": {"columns": ["trials", "elapsed_s", "task", "task_best_s"], "rows": stats.history},
             "library": lib_path,
             "database": self.work_dir,
             "loadavg": loadavg(),

@@ -87,6 +87,8 @@ class TuneStats:
     run_s: float = 0.0
     first_measured_at: float | None = None  # time.time() when the first candidate was measured
     trials_this_run: int = 0
+    # after every measured batch: [trials in database, seconds since tuning started, task index, task best s]
+    history: list = field(default_factory=list)
 
 
 def records_by_workload(database) -> dict[int, list]:
@@ -261,6 +263,9 @@ def tune(
             state.done = state.budget <= 0
             total_done += n
             stats.trials_this_run += n
+            stats.history.append(
+                [total_done, time.perf_counter() - t_search, states.index(state), state.best_s]
+            )
             if on_progress is not None:
                 on_progress.update(total_done, _best_text(states))
     finally:

@@ -24,7 +24,7 @@ from ._torch_train import TorchRankerModel
 from .inputs import N_STORE_FEATS, NUM_DIM, VOCAB_SIZE, ProgramBatch
 
 STATS_SAMPLE = 20000  # programs used to fit the normalization statistics
-SCAN_ROWS = 512  # inference scan slice (rows x d_inner x d_state floats fit in L2)
+SCAN_ROWS = 256  # inference scan slice: the [rows, d_state, d_inner] state stays in L2
 
 
 def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
@@ -32,20 +32,36 @@ def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.
     """y_t = C_t · h_t with h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t.
 
     x, dt: [b, l, d]; A: [d, n]; B, C: [b, l, n] -> y [b, l, d]. Steps with dt = 0 keep h.
-    Without autograd, rows go in slices of SCAN_ROWS so each step's state stays in cache.
+    The state is kept as [b, n, d] (d innermost: twice as fast on CPU as [b, d, n]). Without
+    autograd, rows go in slices of SCAN_ROWS (the state stays in cache) and updates are in place.
     """
-    if not torch.is_grad_enabled() and x.shape[0] > SCAN_ROWS:
-        return torch.cat([selective_scan(*(t[i : i + SCAN_ROWS] for t in (x, dt)), A,
-                                         *(t[i : i + SCAN_ROWS] for t in (B, C)))
-                          for i in range(0, x.shape[0], SCAN_ROWS)])
-    h = x.new_zeros(x.shape[0], x.shape[2], A.shape[1])  # [b, d, n]
-    dt4, dtx = dt.unsqueeze(-1), (dt * x).unsqueeze(-1)  # [b, l, d, 1]
-    B4, C4 = B.unsqueeze(2), C.unsqueeze(2)  # [b, l, 1, n]
+    grad = torch.is_grad_enabled()
+    if not grad and x.shape[0] > SCAN_ROWS:
+        parts = [selective_scan(x[i : i + SCAN_ROWS], dt[i : i + SCAN_ROWS], A, B[i : i + SCAN_ROWS],
+                                C[i : i + SCAN_ROWS]) for i in range(0, x.shape[0], SCAN_ROWS)]
+        return torch.cat(parts)
+    At = A.t()  # [n, d]
+    h = x.new_zeros(x.shape[0], A.shape[1], x.shape[2])  # [b, n, d]
+    dt4, dtx = dt.unsqueeze(2), (dt * x).unsqueeze(2)  # [b, l, 1, d]
+    B4, C4 = B.unsqueeze(-1), C.unsqueeze(-1)  # [b, l, n, 1]
     ys = []
     for t in range(x.shape[1]):
-        h = torch.exp(dt4[:, t] * A) * h + dtx[:, t] * B4[:, t]
-        ys.append((h * C4[:, t]).sum(-1))
+        if grad:
+            h = torch.exp(dt4[:, t] * At) * h + B4[:, t] * dtx[:, t]
+        else:
+            h = torch.mul(dt4[:, t], At).exp_().mul_(h).addcmul_(B4[:, t], dtx[:, t])
+        ys.append((h * C4[:, t]).sum(1))
     return torch.stack(ys, dim=1)
+
+
+def causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """Depthwise causal conv along time of x [b, l, d] with weight [d, k], as k shifted products."""
+    k, length = weight.shape[1], x.shape[1]
+    padded = F.pad(x, (0, 0, k - 1, 0))
+    out = bias + padded[:, :length] * weight[:, 0]
+    for j in range(1, k):
+        out = out + padded[:, j : j + length] * weight[:, j]
+    return out
 
 
 class MambaBlock(nn.Module):
@@ -55,7 +71,8 @@ class MambaBlock(nn.Module):
         self.d_state = d_state
         self.norm = nn.RMSNorm(d_model)
         self.in_proj = nn.Linear(d_model, 2 * d_inner, bias=False)
-        self.conv = nn.Conv1d(d_inner, d_inner, d_conv, groups=d_inner, padding=d_conv - 1)
+        self.conv_weight = nn.Parameter(torch.empty(d_inner, d_conv).uniform_(-d_conv**-0.5, d_conv**-0.5))
+        self.conv_bias = nn.Parameter(torch.empty(d_inner).uniform_(-d_conv**-0.5, d_conv**-0.5))
         self.x_proj = nn.Linear(d_inner, self.dt_rank + 2 * d_state, bias=False)
         self.dt_proj = nn.Linear(self.dt_rank, d_inner)
         self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float32)).repeat(d_inner, 1))
@@ -68,9 +85,8 @@ class MambaBlock(nn.Module):
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
 
     def forward(self, u: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        length = u.shape[1]
         x, z = self.in_proj(self.norm(u)).chunk(2, dim=-1)
-        x = F.silu(self.conv(x.transpose(1, 2))[..., :length].transpose(1, 2))  # causal
+        x = F.silu(causal_conv(x, self.conv_weight, self.conv_bias))
         dt, B, C = self.x_proj(x).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
         dt = F.softplus(self.dt_proj(dt)) * mask.unsqueeze(-1)
         y = selective_scan(x, dt, -torch.exp(self.A_log), B, C) + x * self.D

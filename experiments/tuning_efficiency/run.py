@@ -1,0 +1,179 @@
+"""Tuning efficiency of each cost model on the held-out models (TenSet/TLP/TCL "search time speedup").
+
+    python experiments/tuning_efficiency/run.py                 # full: 3 models x cost models x 3 seeds
+    python experiments/tuning_efficiency/run.py --quick         # CI: tiny_mlp, 2 cost models, 1 seed
+
+Every run is ``python -m autotune.tune`` in a fresh process (same budget, same search settings).
+The curve of a run is the estimated end-to-end latency after each measured batch:
+sum over tasks of weight x best latency so far (a task not measured yet counts with its first
+measurement). Reported: trials and seconds each cost model needs to reach the baseline's final
+latency (stock MetaSchedule XGB, and our TenSet-MLP), the final curve value and the real
+end-to-end latency of the compiled model. Writes results/*.json, results/README table and PNGs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
+
+from autotune.cli import loadavg, write_json  # noqa: E402
+
+
+def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str) -> dict:
+    wd = os.path.join(work_root, model, cost_model, f"seed{seed}")
+    report_path = os.path.join(wd, "report.json")
+    if not os.path.exists(report_path):  # resumable experiment: finished runs are kept
+        cmd = [sys.executable, "-m", "autotune.tune", "--model", model, "--trials", str(trials),
+               "--cost-model", cost_model, "--seed", str(seed), "--work-dir", wd, "--skip-untuned",
+               "--bench-rounds", "3"]
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if res.returncode != 0:
+            return {"model": model, "cost_model": cost_model, "seed": seed,
+                    "failed": res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}"}
+    with open(report_path) as f:
+        report = json.load(f)
+    trials_axis, time_axis, curve = curve_of(report)
+    return {"model": model, "cost_model": cost_model, "seed": seed, "trials": trials_axis, "elapsed_s": time_axis,
+            "curve_ms": curve, "final_latency_ms": report["latency_ms"]["tvm_tuned"],
+            "per_trial_s": report["per_trial_s"], "loadavg": report.get("loadavg")}
+
+
+def curve_of(report: dict):
+    weights = [t["weight"] for t in report["tasks"]]
+    rows = report["history"]["rows"]
+    first: dict[int, float] = {}
+    for _, _, task, best in rows:
+        if best is not None:
+            first.setdefault(task, best)
+    best_now = dict(first)
+    for t, w in enumerate(weights):
+        best_now.setdefault(t, float("nan"))
+    trials, elapsed, curve = [], [], []
+    for n, sec, task, best in rows:
+        if best is not None:
+            best_now[task] = min(best_now[task], best) if np.isfinite(best_now[task]) else best
+        trials.append(n)
+        elapsed.append(sec)
+        curve.append(sum(w * best_now[t] for t, w in enumerate(weights)) * 1e3)
+    return trials, elapsed, curve
+
+
+def reach(run: dict, target_ms: float, axis: str) -> float | None:
+    for x, c in zip(run[axis], run["curve_ms"]):
+        if np.isfinite(c) and c <= target_ms:
+            return x
+    return None
+
+
+def summarize(runs: list[dict], baselines=("ms-xgb", "ms-mlp")) -> dict:
+    out = {}
+    for model in sorted({r["model"] for r in runs}):
+        mine = [r for r in runs if r["model"] == model and "failed" not in r]
+        out[model] = {}
+        for cm in sorted({r["cost_model"] for r in mine}):
+            rs = [r for r in mine if r["cost_model"] == cm]
+            out[model][cm] = {
+                "final_curve_ms": float(np.mean([r["curve_ms"][-1] for r in rs])),
+                "final_latency_ms": float(np.mean([r["final_latency_ms"] for r in rs])),
+                "per_trial_s": float(np.mean([r["per_trial_s"] for r in rs])),
+                "seeds": len(rs),
+            }
+        for base in baselines:
+            if base not in out[model]:
+                continue
+            target = out[model][base]["final_curve_ms"]
+            base_runs = [r for r in mine if r["cost_model"] == base]
+            base_trials = np.mean([r["trials"][-1] for r in base_runs])
+            base_secs = np.mean([r["elapsed_s"][-1] for r in base_runs])
+            for cm, row in out[model].items():
+                rs = [r for r in mine if r["cost_model"] == cm]
+                t = [reach(r, target, "trials") for r in rs]
+                s = [reach(r, target, "elapsed_s") for r in rs]
+                row[f"trials_to_{base}_final"] = float(np.mean(t)) if all(x is not None for x in t) else None
+                row[f"speedup_trials_vs_{base}"] = base_trials / row[f"trials_to_{base}_final"] if row[
+                    f"trials_to_{base}_final"] else None
+                row[f"speedup_time_vs_{base}"] = base_secs / float(np.mean(s)) if all(x is not None for x in s) else None
+    return out
+
+
+def plot(runs: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = sorted({r["model"] for r in runs if "failed" not in r})
+    fig, axes = plt.subplots(len(models), 2, figsize=(10, 3.2 * len(models)), squeeze=False)
+    for i, model in enumerate(models):
+        for r in [r for r in runs if r["model"] == model and "failed" not in r]:
+            label = f"{r['cost_model']} s{r['seed']}"
+            axes[i][0].plot(r["trials"], r["curve_ms"], label=label, alpha=0.8)
+            axes[i][1].plot(r["elapsed_s"], r["curve_ms"], label=label, alpha=0.8)
+        axes[i][0].set(title=f"{model}: est. latency vs trials", xlabel="trials", ylabel="ms", yscale="log")
+        axes[i][1].set(title=f"{model}: vs tuning wall time", xlabel="s", ylabel="ms", yscale="log")
+        axes[i][0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def markdown(summary: dict, meta: dict) -> str:
+    lines = ["# Tuning efficiency", "", f"{meta}", "",
+             "| model | cost model | seeds | final est. latency (ms) | compiled latency (ms) | s/trial | "
+             "trials to MS-XGB final | speedup (trials) vs MS-XGB | speedup (time) vs MS-XGB | speedup (trials) vs MS-MLP |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
+    for model, rows in summary.items():
+        for cm, r in rows.items():
+            lines.append(f"| {model} | {cm} | {r['seeds']} | {r['final_curve_ms']:.2f} | {r['final_latency_ms']:.2f} | "
+                         f"{r['per_trial_s']:.2f} | {fmt(r.get('trials_to_ms-xgb_final'), '{:.0f}')} | "
+                         f"{fmt(r.get('speedup_trials_vs_ms-xgb'))}x | {fmt(r.get('speedup_time_vs_ms-xgb'))}x | "
+                         f"{fmt(r.get('speedup_trials_vs_ms-mlp'))}x |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--cost-models", default="ms-xgb,xgb,seq,ms-mlp")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--work-root", default=os.path.join(ROOT, "runs", "tuning_efficiency"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.models, args.cost_models, args.seeds, args.trials = "tiny_mlp", "ms-xgb,online-xgb", "0", 24
+        args.out = os.path.join(args.work_root, "quick_results")
+    runs = []
+    t0 = time.time()
+    for model in args.models.split(","):
+        for cm in args.cost_models.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                runs.append(run_one(model, cm, seed, args.trials, args.work_root))
+    summary = summarize(runs)
+    meta = {"trials": args.trials, "wall_s": time.time() - t0, "loadavg": loadavg(), "quick": args.quick}
+    os.makedirs(args.out, exist_ok=True)
+    write_json(os.path.join(args.out, "tuning_efficiency.json"), {"meta": meta, "summary": summary, "runs": runs})
+    with open(os.path.join(args.out, "README.md"), "w") as f:
+        f.write(markdown(summary, meta))
+    plot(runs, os.path.join(args.out, "curves.png"))
+    failed = [r for r in runs if "failed" in r]
+    print(markdown(summary, meta))
+    if failed:
+        print("failed runs:", [(r["model"], r["cost_model"], r["failed"]) for r in failed])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
