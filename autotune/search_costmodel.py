@@ -16,9 +16,9 @@ from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
 
+from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel  # noqa: E402
-from tvm.ir.utils import derived_object  # noqa: E402
 
 from autotune.costmodel import CostModel, ProgramBatch, create  # noqa: E402
 from autotune.costmodel.inputs import normalized_throughput  # noqa: E402

@@ -56,7 +56,7 @@ def curve_of(report: dict):
         if best is not None:
             first.setdefault(task, best)
     best_now = dict(first)
-    for t, w in enumerate(weights):
+    for t in range(len(weights)):
         best_now.setdefault(t, float("nan"))
     trials, elapsed, curve = [], [], []
     for n, sec, task, best in rows:
