@@ -1,0 +1,89 @@
+"""``python -m autotune.data.stats DATASET [--markdown FILE]``: statistics of a dataset (TVM-free).
+
+Records per task, latency spread per task (max/min of valid programs), failure rate by kind,
+samplers, collection throughput (programs/hour, build/run split) from the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import numpy as np
+
+from .store import mean_latency, read_manifest, read_records, read_tasks
+
+
+def dataset_stats(root: str) -> dict:
+    manifest = read_manifest(root)
+    tasks = read_tasks(root)
+    table = read_records(root)
+    lat = mean_latency(table)
+    keys = np.array(table.column("task_key").to_pylist())
+    status = Counter(table.column("status").to_pylist())
+    per_task = Counter(keys.tolist())
+    spreads = []
+    for key in per_task:
+        valid = lat[(keys == key) & np.isfinite(lat)]
+        if len(valid) >= 2:
+            spreads.append(float(valid.max() / valid.min()))
+    models = Counter(m for k in per_task for m in tasks[k]["models"] if not m.startswith("synthetic:"))
+    runs = manifest.get("collection_runs", [])
+    programs = sum(r["programs"] for r in runs)
+    wall = sum(r["wall_s"] for r in runs)
+    return {
+        "hardware_id": manifest["hardware"]["hardware_id"],
+        "target": manifest["hardware"]["target"],
+        "records": int(table.num_rows),
+        "valid": int(status.get("ok", 0)),
+        "failure_rate": 1 - status.get("ok", 0) / max(table.num_rows, 1),
+        "status": dict(status),
+        "tasks_in_pool": len(tasks),
+        "tasks_measured": len(per_task),
+        "tasks_by_source": dict(Counter(tasks[k]["source"] for k in per_task)),
+        "records_per_task": {"min": min(per_task.values(), default=0), "median": float(np.median(list(per_task.values()) or [0])),
+                             "max": max(per_task.values(), default=0)},
+        "latency_spread_per_task": {"median": float(np.median(spreads)) if spreads else None,
+                                    "p90": float(np.percentile(spreads, 90)) if spreads else None},
+        "tasks_per_zoo_model": dict(models),
+        "samplers": dict(Counter(table.column("sampler").to_pylist())),
+        "throughput": {
+            "programs_per_hour": programs / wall * 3600 if wall else None,
+            "build_share": sum(r["build_s"] for r in runs) / wall if wall else None,
+            "run_share": sum(r["run_s"] for r in runs) / wall if wall else None,
+            "collection_wall_hours": wall / 3600,
+            "runs": len(runs),
+        },
+    }
+
+
+def markdown(s: dict) -> str:
+    t = s["throughput"]
+    pph = f"{t['programs_per_hour']:.0f}" if t["programs_per_hour"] else "-"
+    share = (f"{t['build_share']:.0%} build, {t['run_share']:.0%} run" if t["build_share"] is not None else "-")
+    lines = [
+        f"### {s['hardware_id']} (`{s['target']}`)", "",
+        "| statistic | value |", "|---|---|",
+        f"| records (valid) | {s['records']} ({s['valid']}) |",
+        f"| failure rate | {s['failure_rate']:.1%} ({s['status']}) |",
+        f"| tasks measured / in pool | {s['tasks_measured']} / {s['tasks_in_pool']} ({s['tasks_by_source']}) |",
+        f"| records per task (min / median / max) | {s['records_per_task']['min']} / {s['records_per_task']['median']:.0f} / {s['records_per_task']['max']} |",
+        f"| latency spread per task, max/min (median / p90) | {s['latency_spread_per_task']['median'] or 0:.1f}x / {s['latency_spread_per_task']['p90'] or 0:.1f}x |",
+        f"| tasks per zoo model | {s['tasks_per_zoo_model']} |",
+        f"| samplers | {s['samplers']} |",
+        f"| collection throughput | {pph} programs/hour ({share}), {t['collection_wall_hours']:.2f} h in {t['runs']} runs |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m autotune.data.stats")
+    ap.add_argument("dataset")
+    args = ap.parse_args(argv)
+    print(markdown(dataset_stats(args.dataset)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
