@@ -89,6 +89,7 @@ def load(d: Path, name: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.tvm
 def test_e1_compiled_matches_eager_and_chain_is_faster(quick_dir):
     d = load(quick_dir, "e1_cpu.json")
     assert d["complete"] and d["env"]["torch_threads"] == 1 and d["env"]["TVM_NUM_THREADS"] == "1"
@@ -101,6 +102,7 @@ def test_e1_compiled_matches_eager_and_chain_is_faster(quick_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.tvm
 def test_e2_warm_cache_hits_and_beats_cold(quick_dir):
     row = load(quick_dir, "e2_cpu.json")["inductor"][0]
     cold, warm = row["runs"]["cold"][0], row["runs"]["warm"][0]
@@ -111,6 +113,7 @@ def test_e2_warm_cache_hits_and_beats_cold(quick_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.tvm
 def test_e3_one_graph_per_shape_static_one_graph_dynamic(quick_dir):
     d = load(quick_dir, "e3_cpu.json")
     n = d["config"]["n"]
@@ -125,6 +128,7 @@ def test_e3_one_graph_per_shape_static_one_graph_dynamic(quick_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.tvm
 def test_report_writes_tables_and_plots(quick_dir):
     run_entry("report", "--dir", str(quick_dir), "--no-readme", "--strict")
     for key in ("e1", "e2", "e3"):
