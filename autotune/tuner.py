@@ -246,7 +246,11 @@ def tune(
             if not candidates:
                 state.done = True
                 continue
-            candidates = list(candidates)[: min(remaining, state.budget)]
+            cap = min(remaining, state.budget)
+            if state.trials == 0:  # first visit: leave budget for every task's first round
+                untouched = sum(1 for s in states if s.trials == 0 and not s.done)
+                cap = min(cap, max(4, remaining // max(untouched, 1)))
+            candidates = list(candidates)[:cap]
             outcomes, _builder_results, runner_results = measurer.measure(candidates)
             if stats.first_measured_at is None:
                 stats.first_measured_at = time.time()
