@@ -29,6 +29,7 @@ def main() -> None:
         init = worker_initializer_llvm
     import tvm
     from tvm import te
+    from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.target import codegen
 
@@ -41,7 +42,7 @@ def main() -> None:
     target = tvm.target.Target({"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu()), "num-cores": 2})
     first = {}
 
-    @ms.derived_object
+    @derived_object
     class FirstResult(ms.measure_callback.PyMeasureCallback):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
             for r in runner_results:
