@@ -71,8 +71,10 @@ def synthetic_ops(n: int, seed: int = 0) -> list[SyntheticOp]:
     rng = np.random.default_rng(seed)
     makers = [_gemm, _bmm, _conv, _depthwise, _pool, _norm, _elementwise]
     ops, seen = [], set()
-    while len(ops) < n:
-        op = makers[len(ops) % len(makers)](rng)
+    for attempt in range(50 * n):  # some families have few distinct shapes: rotate by attempt
+        if len(ops) >= n:
+            break
+        op = makers[attempt % len(makers)](rng)
         if op.name not in seen:
             seen.add(op.name)
             ops.append(op)
