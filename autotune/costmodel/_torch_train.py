@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 WEIGHTS_FILE = "weights.pt"
 PREDICT_BATCH = 4096
-MAX_VAL_GROUP = 1000  # pairwise accuracy looks at most this many programs of one task
+MAX_VAL_GROUP = 1000  # validation looks at most at this many programs of one task
 
 
 @contextmanager
@@ -43,8 +43,9 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def lambda_rank_loss(scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor,
-                     sigma: float = 1.0, eps: float = 1e-10) -> torch.Tensor:
+def lambda_rank_loss(
+    scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, sigma: float = 1.0, eps: float = 1e-10
+) -> torch.Tensor:
     """LambdaLoss (NDCG-weighted pairwise logistic loss), one row per task group.
 
     ``scores``, ``y``, ``mask``: [G, P]; padded entries have ``mask`` False. Pairs (i, j) of one
@@ -84,7 +85,9 @@ def pairwise_accuracy(scores: np.ndarray, y: np.ndarray, groups: np.ndarray) -> 
     return float(right / total) if total else float("nan")
 
 
-def split_groups(groups: np.ndarray, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def split_groups(
+    groups: np.ndarray, fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Program indices (train, validation); validation holds round(fraction * n_groups) whole groups."""
     uniq = np.unique(groups)
     n_val = int(round(fraction * len(uniq))) if len(uniq) >= 2 else 0
@@ -92,6 +95,15 @@ def split_groups(groups: np.ndarray, fraction: float, rng: np.random.Generator) 
     val_groups = rng.choice(uniq, size=n_val, replace=False) if n_val else uniq[:0]
     is_val = np.isin(groups, val_groups)
     return np.nonzero(~is_val)[0], np.nonzero(is_val)[0]
+
+
+def cap_groups(idx: np.ndarray, groups: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """``idx`` with each group cut down to at most ``cap`` random members (sorted)."""
+    keep = [
+        rng.choice(m, size=cap, replace=False) if len(m) > cap else m
+        for m in (idx[groups[idx] == g] for g in np.unique(groups[idx]))
+    ]
+    return np.sort(np.concatenate(keep)) if keep else idx
 
 
 def group_chunks(idx: np.ndarray, groups: np.ndarray, cap: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -104,7 +116,17 @@ def group_chunks(idx: np.ndarray, groups: np.ndarray, cap: int, rng: np.random.G
     return [chunks[i] for i in rng.permutation(len(chunks))]
 
 
-def _pad(values: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor, n_slots: int, width: int) -> torch.Tensor:
+def epoch_batches(chunks: list, batch_groups: int, min_batches: int) -> list[list]:
+    """Chunks into batches of at most ``batch_groups``, and into at least ``min_batches`` batches
+    while there are that many chunks (small data still gets several optimizer steps an epoch)."""
+    n = max(-(-len(chunks) // batch_groups), min(min_batches, len(chunks)))
+    bounds = np.linspace(0, len(chunks), n + 1).round().astype(int)
+    return [chunks[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _pad(
+    values: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor, n_slots: int, width: int
+) -> torch.Tensor:
     out = values.new_zeros((n_slots, width) + tuple(values.shape[1:]))
     out[slot, pos] = values
     return out
@@ -114,8 +136,8 @@ class TorchRankerModel(CostModel):
     """CostModel hooks shared by the torch ranking models; see the module docstring.
 
     Subclasses define ``__init__`` with their hyperparameters and at least: epochs, lr,
-    weight_decay, batch_groups, max_group_size, val_fraction, patience, mse_weight, grad_clip,
-    seed, num_threads, device.
+    weight_decay, batch_groups, min_batches, max_group_size, val_fraction, patience, mse_weight,
+    grad_clip, seed, num_threads, device.
     """
 
     @abstractmethod
@@ -123,8 +145,8 @@ class TorchRankerModel(CostModel):
         """A fresh network; ``forward(*self._inputs(...))`` returns scores [n, n_heads]."""
 
     @abstractmethod
-    def _fit_stats(self, net: nn.Module, X: ProgramBatch) -> None:
-        """Sets the network's normalization buffers from the training programs."""
+    def _fit_stats(self, net: nn.Module, X: ProgramBatch, idx: np.ndarray) -> None:
+        """Sets the network's normalization buffers from the training programs ``idx`` of ``X``."""
 
     @abstractmethod
     def _inputs(self, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> tuple:
@@ -150,8 +172,9 @@ class TorchRankerModel(CostModel):
         with torch_threads(self.num_threads), torch.random.fork_rng(devices=devices):
             torch.manual_seed(self.seed)
             train, val = split_groups(groups, self.val_fraction, rng)
+            val = cap_groups(val, groups, MAX_VAL_GROUP, rng)  # pairwise accuracy is quadratic
             net = self._build()
-            self._fit_stats(net, X.subset(train))
+            self._fit_stats(net, X, train)
             net.to(device)
             self.net_ = net
             self.history_ = self._train(net, X, y, groups, train, val, rng, device)
@@ -165,8 +188,7 @@ class TorchRankerModel(CostModel):
             net.train()
             start, total = time.perf_counter(), 0.0
             chunks = group_chunks(train, groups, self.max_group_size, rng)
-            for b in range(0, len(chunks), self.batch_groups):
-                batch = chunks[b : b + self.batch_groups]
+            for batch in epoch_batches(chunks, self.batch_groups, self.min_batches):
                 sizes = np.array([len(c) for c in batch])
                 idx = np.concatenate(batch)
                 slot = torch.as_tensor(np.repeat(np.arange(len(batch)), sizes), device=device)
@@ -187,8 +209,12 @@ class TorchRankerModel(CostModel):
             spent += time.perf_counter() - start
             seen += len(train)
             msg = f"epoch {epoch}: loss {total / max(len(chunks), 1):.4f}"
-            if len(val):
-                acc = pairwise_accuracy(self._scores(net, X, val, device).mean(1), y[val], groups[val])
+            acc = (
+                pairwise_accuracy(self._scores(net, X, val, device).mean(1), y[val], groups[val])
+                if len(val)
+                else float("nan")
+            )
+            if not np.isnan(acc):  # validation groups without any ordered pair cannot stop training
                 msg += f", validation pairwise accuracy {acc:.4f}"
                 if acc > best_acc:
                     best_acc, best_epoch, bad = acc, epoch, 0
@@ -196,14 +222,14 @@ class TorchRankerModel(CostModel):
                 else:
                     bad += 1
             logger.debug(msg)
-            if len(val) and bad >= self.patience:
+            if bad >= self.patience:
                 break
         if best_state is not None:
             net.load_state_dict(best_state)
         return {
             "epochs_run": epoch + 1,
-            "best_epoch": best_epoch if len(val) else epoch,
-            "val_pairwise_accuracy": best_acc if len(val) else None,
+            "best_epoch": best_epoch if best_state is not None else epoch,
+            "val_pairwise_accuracy": best_acc if best_state is not None else None,
             "train_programs_per_s": seen / spent if spent else None,
         }
 
@@ -241,7 +267,8 @@ class TorchRankerModel(CostModel):
                 net = self._build()
             net.load_state_dict(weights, strict=True)
         except Exception as err:
-            raise ModelFileError(f"{file}: cannot load {self.name!r} weights ({type(err).__name__}: {err})") from None
+            raise ModelFileError(
+                f"{file}: cannot load {self.name!r} weights ({type(err).__name__}: {err})"
+            ) from None
         self.net_ = net.to(torch.device(self.device)).eval()
         self.history_ = state.get("history")
-

@@ -41,15 +41,30 @@ class TensetMLPCostModel(TorchRankerModel):
 
     name = "ms-mlp"
 
-    def __init__(self, *, hidden_dim: int = 256, epochs: int = 50, lr: float = 7e-4,
-                 weight_decay: float = 1e-6, batch_groups: int = 8, max_group_size: int = 64,
-                 val_fraction: float = 0.1, patience: int = 5, mse_weight: float = 0.0,
-                 grad_clip: float = 0.5, seed: int = 0, num_threads: int = 2, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        *,
+        hidden_dim: int = 256,
+        epochs: int = 50,
+        lr: float = 7e-4,
+        weight_decay: float = 1e-6,
+        batch_groups: int = 8,
+        min_batches: int = 16,
+        max_group_size: int = 64,
+        val_fraction: float = 0.1,
+        patience: int = 10,
+        mse_weight: float = 0.0,
+        grad_clip: float = 0.5,
+        seed: int = 0,
+        num_threads: int = 2,
+        device: str = "cpu",
+    ) -> None:
         self.hidden_dim = hidden_dim
         self.epochs = epochs
         self.lr = lr
         self.weight_decay = weight_decay
         self.batch_groups = batch_groups
+        self.min_batches = min_batches
         self.max_group_size = max_group_size
         self.val_fraction = val_fraction
         self.patience = patience
@@ -62,9 +77,12 @@ class TensetMLPCostModel(TorchRankerModel):
     def _build(self) -> SegmentSumMLP:
         return SegmentSumMLP(self.hidden_dim)
 
-    def _fit_stats(self, net: SegmentSumMLP, X: ProgramBatch) -> None:
-        if len(X.store_feats):
-            top = np.abs(X.store_feats).max(0)
+    def _fit_stats(self, net: SegmentSumMLP, X: ProgramBatch, idx: np.ndarray) -> None:
+        is_train = np.zeros(len(X), bool)
+        is_train[idx] = True
+        rows = X.store_feats[np.repeat(is_train, np.diff(X.offsets))]
+        if len(rows):
+            top = np.abs(rows).max(0)
             with torch.no_grad():
                 net.feat_scale.copy_(torch.as_tensor(1.0 / np.where(top > 0, top, 1.0)))
 

@@ -24,23 +24,20 @@ from ._torch_train import TorchRankerModel
 from .inputs import N_STORE_FEATS, NUM_DIM, VOCAB_SIZE, ProgramBatch
 
 STATS_SAMPLE = 20000  # programs used to fit the normalization statistics
-SCAN_ROWS = 256  # inference scan slice: the [rows, d_state, d_inner] state stays in L2
+INFER_ROWS = 256  # CPU inference runs the network on row slices this big (activations stay in cache)
 
 
-def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                   C: torch.Tensor) -> torch.Tensor:
+def selective_scan(
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
+) -> torch.Tensor:
     """y_t = C_t · h_t with h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t.
 
     x, dt: [b, l, d]; A: [d, n]; B, C: [b, l, n] -> y [b, l, d]. Steps with dt = 0 keep h.
-    The state is kept as [b, n, d] (d innermost: twice as fast on CPU as [b, d, n]). Without
-    autograd, rows go in slices of SCAN_ROWS (the state stays in cache) and updates are in place.
+    The state is kept as [b, n, d] (d innermost: twice as fast on CPU as [b, d, n]); without
+    autograd the updates are in place.
     """
     grad = torch.is_grad_enabled()
-    if not grad and x.shape[0] > SCAN_ROWS:
-        parts = [selective_scan(x[i : i + SCAN_ROWS], dt[i : i + SCAN_ROWS], A, B[i : i + SCAN_ROWS],
-                                C[i : i + SCAN_ROWS]) for i in range(0, x.shape[0], SCAN_ROWS)]
-        return torch.cat(parts)
-    At = A.t()  # [n, d]
+    At = A.t().contiguous()  # [n, d]
     h = x.new_zeros(x.shape[0], A.shape[1], x.shape[2])  # [b, n, d]
     dt4, dtx = dt.unsqueeze(2), (dt * x).unsqueeze(2)  # [b, l, 1, d]
     B4, C4 = B.unsqueeze(-1), C.unsqueeze(-1)  # [b, l, n, 1]
@@ -50,7 +47,7 @@ def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.
             h = torch.exp(dt4[:, t] * At) * h + B4[:, t] * dtx[:, t]
         else:
             h = torch.mul(dt4[:, t], At).exp_().mul_(h).addcmul_(B4[:, t], dtx[:, t])
-        ys.append((h * C4[:, t]).sum(1))
+        ys.append((h * C4[:, t]).sum(1))  # [b, d]
     return torch.stack(ys, dim=1)
 
 
@@ -71,15 +68,17 @@ class MambaBlock(nn.Module):
         self.d_state = d_state
         self.norm = nn.RMSNorm(d_model)
         self.in_proj = nn.Linear(d_model, 2 * d_inner, bias=False)
-        self.conv_weight = nn.Parameter(torch.empty(d_inner, d_conv).uniform_(-d_conv**-0.5, d_conv**-0.5))
-        self.conv_bias = nn.Parameter(torch.empty(d_inner).uniform_(-d_conv**-0.5, d_conv**-0.5))
+        self.conv_weight = nn.Parameter(torch.empty(d_inner, d_conv).uniform_(-(d_conv**-0.5), d_conv**-0.5))
+        self.conv_bias = nn.Parameter(torch.empty(d_inner).uniform_(-(d_conv**-0.5), d_conv**-0.5))
         self.x_proj = nn.Linear(d_inner, self.dt_rank + 2 * d_state, bias=False)
         self.dt_proj = nn.Linear(self.dt_rank, d_inner)
-        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float32)).repeat(d_inner, 1))
+        self.A_log = nn.Parameter(
+            torch.log(torch.arange(1, d_state + 1, dtype=torch.float32)).repeat(d_inner, 1)
+        )
         self.D = nn.Parameter(torch.ones(d_inner))
         self.out_proj = nn.Linear(d_inner, d_model, bias=False)
         # Mamba's dt initialization: softplus(bias) log-uniform in [1e-3, 1e-1]
-        nn.init.uniform_(self.dt_proj.weight, -self.dt_rank**-0.5, self.dt_rank**-0.5)
+        nn.init.uniform_(self.dt_proj.weight, -(self.dt_rank**-0.5), self.dt_rank**-0.5)
         dt = torch.exp(torch.rand(d_inner) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
         with torch.no_grad():
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
@@ -96,16 +95,30 @@ class MambaBlock(nn.Module):
 class SeqNet(nn.Module):
     """Trace tokens -> Mamba blocks -> [last, mean] pool; log pack-sum -> MLP; fused heads."""
 
-    def __init__(self, d_model: int, n_layers: int, d_inner: int, d_state: int, d_conv: int,
-                 store_hidden: int, n_heads: int) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_layers: int,
+        d_inner: int,
+        d_state: int,
+        d_conv: int,
+        store_hidden: int,
+        n_heads: int,
+        dropout: float,
+    ) -> None:
         super().__init__()
         self.embed = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=0)
         self.numeric = nn.Linear(NUM_DIM, d_model)
         self.blocks = nn.ModuleList(MambaBlock(d_model, d_inner, d_state, d_conv) for _ in range(n_layers))
         self.norm = nn.RMSNorm(d_model)
         self.store = nn.Sequential(
-            nn.Linear(N_STORE_FEATS, store_hidden), nn.ReLU(), nn.Linear(store_hidden, store_hidden), nn.ReLU()
+            nn.Linear(N_STORE_FEATS, store_hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(store_hidden, store_hidden),
+            nn.ReLU(),
         )
+        self.drop = nn.Dropout(dropout)
         width = 2 * d_model + store_hidden
         self.heads = nn.ModuleList(
             nn.Sequential(nn.Linear(width, d_model), nn.ReLU(), nn.Linear(d_model, 1)) for _ in range(n_heads)
@@ -116,8 +129,16 @@ class SeqNet(nn.Module):
         self.register_buffer("store_mean", torch.zeros(N_STORE_FEATS))
         self.register_buffer("store_std", torch.ones(N_STORE_FEATS))
 
-    def forward(self, kinds: torch.Tensor, numeric: torch.Tensor, lengths: torch.Tensor,
-                packsum: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, kinds: torch.Tensor, numeric: torch.Tensor, lengths: torch.Tensor, packsum: torch.Tensor
+    ) -> torch.Tensor:
+        if not torch.is_grad_enabled() and kinds.device.type == "cpu" and len(kinds) > INFER_ROWS:
+            parts = []
+            for i in range(0, len(kinds), INFER_ROWS):
+                rows = slice(i, i + INFER_ROWS)
+                width = max(int(lengths[rows].max()), 1)
+                parts.append(self(kinds[rows, :width], numeric[rows, :width], lengths[rows], packsum[rows]))
+            return torch.cat(parts)
         length = kinds.shape[1]
         mask = (torch.arange(length, device=kinds.device)[None, :] < lengths[:, None]).to(numeric.dtype)
         h = self.embed(kinds) + self.numeric((numeric - self.num_mean) / self.num_std)
@@ -127,7 +148,7 @@ class SeqNet(nn.Module):
         last = h[torch.arange(h.shape[0], device=h.device), (lengths - 1).clamp_min(0)]
         mean = (h * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp_min(1.0)
         store = self.store((slog(packsum) - self.store_mean) / self.store_std)
-        fused = torch.cat([last, mean, store], dim=-1)
+        fused = self.drop(torch.cat([last, mean, store], dim=-1))
         return torch.cat([head(fused) for head in self.heads], dim=-1)
 
 
@@ -147,30 +168,54 @@ def slog(x: torch.Tensor) -> torch.Tensor:
 class SeqCostModel(TorchRankerModel):
     """Selective state-space (Mamba-style) ranking model over schedule traces + pack-sum MLP.
 
-    Defaults are sized for CPU inference (>= 10k programs/s on 2 cores at trace length ~60):
-    d_model 32, d_inner 64 (expand 2), d_state 8, 2 blocks. ``n_heads`` > 1 trains an ensemble of
-    heads on one trunk; spread is then their standard deviation (else 0).
+    Defaults are sized for CPU inference at trace length ~60: d_model 32, expand 1 (d_inner =
+    expand * d_model = 32), d_state 8, 2 blocks (~29k parameters); the scan's [d_state x d_inner]
+    state per step dominates the cost, and d_model 64 with expand 2 predicts ~4x slower. ``n_heads`` > 1 trains an
+    ensemble of heads on one trunk (differing by initialization); spread is then their standard
+    deviation, else 0. With cores shared by other busy processes, ``num_threads`` > 1 can be far
+    slower than 1 unless OMP_WAIT_POLICY=PASSIVE is set before torch is imported.
     """
 
     name = "seq"
 
-    def __init__(self, *, d_model: int = 32, n_layers: int = 2, d_inner: int = 64, d_state: int = 8,
-                 d_conv: int = 4, store_hidden: int = 64, n_heads: int = 1, epochs: int = 30,
-                 lr: float = 2e-3, weight_decay: float = 1e-2, batch_groups: int = 8,
-                 max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 5,
-                 mse_weight: float = 0.0, grad_clip: float = 1.0, seed: int = 0, num_threads: int = 2,
-                 device: str = "cpu") -> None:
+    def __init__(
+        self,
+        *,
+        d_model: int = 32,
+        n_layers: int = 2,
+        expand: int = 1,
+        d_state: int = 8,
+        d_conv: int = 4,
+        store_hidden: int = 32,
+        n_heads: int = 1,
+        dropout: float = 0.2,
+        epochs: int = 30,
+        lr: float = 2e-3,
+        weight_decay: float = 1e-2,
+        batch_groups: int = 8,
+        min_batches: int = 16,
+        max_group_size: int = 64,
+        val_fraction: float = 0.1,
+        patience: int = 10,
+        mse_weight: float = 0.0,
+        grad_clip: float = 1.0,
+        seed: int = 0,
+        num_threads: int = 2,
+        device: str = "cpu",
+    ) -> None:
         self.d_model = d_model
         self.n_layers = n_layers
-        self.d_inner = d_inner
+        self.expand = expand
         self.d_state = d_state
         self.d_conv = d_conv
         self.store_hidden = store_hidden
         self.n_heads = n_heads
+        self.dropout = dropout
         self.epochs = epochs
         self.lr = lr
         self.weight_decay = weight_decay
         self.batch_groups = batch_groups
+        self.min_batches = min_batches
         self.max_group_size = max_group_size
         self.val_fraction = val_fraction
         self.patience = patience
@@ -181,12 +226,20 @@ class SeqCostModel(TorchRankerModel):
         self.device = device
 
     def _build(self) -> SeqNet:
-        return SeqNet(self.d_model, self.n_layers, self.d_inner, self.d_state, self.d_conv,
-                      self.store_hidden, self.n_heads)
+        return SeqNet(
+            self.d_model,
+            self.n_layers,
+            self.expand * self.d_model,
+            self.d_state,
+            self.d_conv,
+            self.store_hidden,
+            self.n_heads,
+            self.dropout,
+        )
 
-    def _fit_stats(self, net: SeqNet, X: ProgramBatch) -> None:
+    def _fit_stats(self, net: SeqNet, X: ProgramBatch, idx: np.ndarray) -> None:
         rng = np.random.default_rng(self.seed)
-        idx = np.sort(rng.choice(len(X), size=min(len(X), STATS_SAMPLE), replace=False))
+        idx = np.sort(rng.choice(idx, size=min(len(idx), STATS_SAMPLE), replace=False))
         steps = np.arange(X.kinds.shape[1])[None, :] < X.lengths[idx, None]
         num = X.numeric[idx][steps].astype(np.float64)
         store = slog(torch.as_tensor(X.packsum()[idx], dtype=torch.float64)).numpy()

@@ -1,0 +1,198 @@
+"""The torch cost models (seq, ms-mlp) on synthetic programs: they learn a hidden latency function,
+round-trip through save/load, and refuse bad input. No TVM."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from autotune.costmodel._torch_train import lambda_rank_loss, pairwise_accuracy
+from autotune.costmodel.base import ModelFileError, NotFittedError
+from autotune.costmodel.inputs import N_STORE_FEATS, ProgramBatch, normalized_throughput
+from autotune.costmodel.mlp import TensetMLPCostModel
+from autotune.costmodel.seq import SeqCostModel, selective_scan
+
+torch.set_num_threads(1)
+
+FAST = dict(epochs=12, num_threads=1, seed=0)
+
+
+def fake_trace(rng: np.random.Generator) -> tuple[str, np.ndarray]:
+    """A MetaSchedule-like trace JSON with two tiling decisions and an unroll choice, padded by a
+    variable number of GetLoops steps; returns it with its decision values (log2 tiles, unroll)."""
+    a, c, k = int(rng.integers(0, 7)), int(rng.integers(0, 6)), int(rng.integers(0, 4))
+    insts = [["GetSBlock", [], ["C", "main"], ["b0"]]]
+    insts += [["GetLoops", ["b0"], [], ["l1", "l2"]] for _ in range(int(rng.integers(0, 40)))]
+    base = len(insts)
+    insts += [
+        ["SamplePerfectTile", ["l1"], [2, 64], ["v3", "v4"]],
+        ["Split", ["l1", ["v3", "v4"]], [], ["l5", "l6"]],
+        ["SamplePerfectTile", ["l2"], [2, 32], ["v7", "v8"]],
+        ["Split", ["l2", ["v7", "v8"]], [], ["l9", "l10"]],
+        ["Reorder", ["l5", "l9", "l6", "l10"], [], []],
+        ["SampleCategorical", [], [[0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25]], ["v11"]],
+        ["Annotate", ["b0", "v11"], ["meta_schedule.unroll_explicit"], []],
+    ]
+    decisions = [[base, [2**a, 2 ** (6 - a)]], [base + 2, [2**c, 2 ** (5 - c)]], [base + 5, k]]
+    return json.dumps([insts, decisions]), np.array([a, c, k], float)
+
+
+def synthetic(n_groups: int = 30, per_group: int = 40, seed: int = 0, informative_stores: bool = True):
+    """Programs in task groups; latency is a hidden linear function of the per-store features
+    (which encode the decisions), or, with ``informative_stores=False``, of the decisions alone
+    (seen only in the trace: the store features are then all zero)."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=N_STORE_FEATS) * (rng.random(N_STORE_FEATS) < 0.1)
+    traces, rows, offsets, latency, groups = [], [], [0], [], []
+    for g in range(n_groups):
+        shift = rng.normal(size=N_STORE_FEATS) * 0.3
+        for _ in range(per_group):
+            trace, dec = fake_trace(rng)
+            n_stores = int(rng.integers(1, 4))
+            feats = rng.random((n_stores, N_STORE_FEATS)) + shift
+            if informative_stores:
+                feats[:, :3] = [abs(dec[0] - 3), abs(dec[1] - 2), dec[2]]
+                log_lat = float((feats @ w).sum() + 2.0 * feats[:, :3].sum())
+            else:
+                feats[:] = 0.0
+                log_lat = abs(dec[0] - 3) + 0.7 * abs(dec[1] - 2) + 0.5 * dec[2]
+            traces.append(trace)
+            rows.append(feats.astype(np.float32))
+            offsets.append(offsets[-1] + n_stores)
+            latency.append(np.exp(0.3 * log_lat))
+            groups.append(g)
+    X = ProgramBatch.from_traces(traces, np.concatenate(rows), np.array(offsets))
+    groups = np.array(groups)
+    y = normalized_throughput(np.array(latency), groups)
+    test = rng.random(len(groups)) < 0.25
+    return X, y, groups, test
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synthetic()
+
+
+def models():
+    return [SeqCostModel(**FAST), TensetMLPCostModel(hidden_dim=64, **FAST)]
+
+
+@pytest.fixture(scope="module", params=["seq", "ms-mlp"])
+def fitted(request, data):
+    X, y, groups, test = data
+    model = next(m for m in models() if m.name == request.param)
+    return model.fit(X.subset(~test), y[~test], groups[~test])
+
+
+def test_learns_hidden_ranking(fitted, data):
+    X, y, groups, test = data
+    acc = pairwise_accuracy(fitted.predict(X.subset(test)), y[test], groups[test])
+    assert acc > 0.7, f"{fitted.name}: held-out pairwise accuracy {acc:.3f}"
+
+
+def test_seq_learns_from_the_trace_alone():
+    X, y, groups, test = synthetic(n_groups=24, seed=1, informative_stores=False)
+    model = SeqCostModel(**FAST).fit(X.subset(~test), y[~test], groups[~test])
+    acc = pairwise_accuracy(model.predict(X.subset(test)), y[test], groups[test])
+    assert acc > 0.7, f"seq on trace-only signal: held-out pairwise accuracy {acc:.3f}"
+
+
+def test_save_load_identical(fitted, data, tmp_path):
+    X, _, _, test = data
+    fitted.save(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["model.json", "weights.pt"]
+    loaded = type(fitted).load(str(tmp_path))
+    assert loaded.get_params() == fitted.get_params()
+    np.testing.assert_array_equal(loaded.predict(X.subset(test)), fitted.predict(X.subset(test)))
+
+
+def test_corrupt_weights_named(fitted, tmp_path):
+    fitted.save(str(tmp_path))
+    weights = tmp_path / "weights.pt"
+    weights.write_bytes(b"not a torch file")
+    with pytest.raises(ModelFileError, match=re.escape(str(weights))):
+        type(fitted).load(str(tmp_path))
+    weights.unlink()
+    with pytest.raises(ModelFileError, match=re.escape(str(weights))):
+        type(fitted).load(str(tmp_path))
+
+
+@pytest.mark.parametrize("model", models(), ids=lambda m: m.name)
+def test_contract_errors(model, data):
+    X, y, groups, _ = data
+    with pytest.raises(NotFittedError):
+        model.predict(X)
+    with pytest.raises(TypeError, match="ProgramBatch"):
+        model.fit(X.packsum(), y, groups)
+
+
+def test_wrong_input_type_after_fit(fitted, data):
+    X = data[0]
+    with pytest.raises(TypeError, match="ProgramBatch"):
+        fitted.predict(X.packsum())
+
+
+def test_deterministic_with_seed(data):
+    X, y, groups, test = data
+    part = np.nonzero(~test)[0][:400]
+    kw = dict(FAST, epochs=2)
+    a = SeqCostModel(**kw).fit(X.subset(part), y[part], groups[part]).predict(X.subset(test))
+    b = SeqCostModel(**kw).fit(X.subset(part), y[part], groups[part]).predict(X.subset(test))
+    np.testing.assert_array_equal(a, b)
+
+
+def test_threads_restored(fitted, data):
+    before = torch.get_num_threads()
+    fitted.predict(data[0])
+    assert torch.get_num_threads() == before
+
+
+def test_seq_size_and_spread(data):
+    assert SeqCostModel().num_parameters() < 1_000_000
+    X, y, groups, test = data
+    part = np.nonzero(~test)[0][:300]
+    model = SeqCostModel(**dict(FAST, epochs=1, n_heads=3)).fit(X.subset(part), y[part], groups[part])
+    score, spread = model.predict_with_spread(X.subset(test))
+    assert score.shape == spread.shape == (int(test.sum()),)
+    assert np.all(spread >= 0) and np.any(spread > 0)
+
+
+def test_lambda_rank_loss_prefers_right_order():
+    y = torch.tensor([[1.0, 0.5, 0.2, 0.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    right = lambda_rank_loss(torch.tensor([[3.0, 2.0, 1.0, 9.0]]), y, mask)
+    wrong = lambda_rank_loss(torch.tensor([[1.0, 2.0, 3.0, -9.0]]), y, mask)
+    assert 0 < right < wrong  # the padded entry's score does not matter
+    assert lambda_rank_loss(torch.tensor([[1.0, 2.0, 3.0, 0.0]]), y, mask) == pytest.approx(wrong.item())
+
+
+def test_selective_scan_matches_the_recurrence():
+    g = torch.Generator().manual_seed(0)
+    b, length, d, n = 3, 7, 5, 4
+    x, dt = torch.randn(b, length, d, generator=g), torch.rand(b, length, d, generator=g)
+    A, B, C = (
+        -torch.rand(d, n, generator=g),
+        torch.randn(b, length, n, generator=g),
+        torch.randn(b, length, n, generator=g),
+    )
+    dt[1, 4:] = 0.0  # padding: the state must carry over unchanged
+    h, want = torch.zeros(b, d, n), torch.zeros(b, length, d)
+    for t in range(length):
+        h = torch.exp(dt[:, t, :, None] * A) * h + (dt[:, t] * x[:, t])[:, :, None] * B[:, t, None, :]
+        want[:, t] = (h * C[:, t, None, :]).sum(-1)
+    torch.testing.assert_close(selective_scan(x, dt, A, B, C), want)
+    with torch.inference_mode():  # the in-place path
+        torch.testing.assert_close(selective_scan(x, dt, A, B, C), want)
+
+
+def test_seq_padding_does_not_change_scores(data):
+    X, y, groups, test = data
+    model = SeqCostModel(**dict(FAST, epochs=1)).fit(X.subset(~test), y[~test], groups[~test])
+    short, long = int(np.argmin(X.lengths)), int(np.argmax(X.lengths))
+    assert X.lengths[long] > X.lengths[short] + 10
+    alone = model.predict(X.subset([short]))[0]  # trimmed to its own length
+    together = model.predict(X.subset([short, long]))[0]  # padded to the longest trace
+    np.testing.assert_allclose(alone, together, rtol=1e-5, atol=1e-6)
