@@ -75,6 +75,7 @@ def measure(name: str, batch: int | None, cfg: dict, args, tvm_mode: str) -> dic
             rec["tuning"] = {"trials": cfg["trials"], "tuning_s": tm.tuning_seconds,
                              "compile_s": tm.compile_seconds, "work_dir": str(tm.work_dir)}
             arm = tvm_arm.TorchCallableArm(tm, inputs)
+            rec["tuning"]["kernel_s"] = arm.kernel_s()
             rec["check"]["tvm_tuned"] = timing.compare(arm(*inputs), ref, w.rtol, w.atol)
             arms["tvm_tuned"] = arm.bind()
     rec["timing"] = timing.alternate(arms, baseline="eager", rounds=cfg["rounds"], block_s=cfg["block_s"],

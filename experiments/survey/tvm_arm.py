@@ -122,5 +122,13 @@ class TorchCallableArm:
         obj, inputs = self.obj, self.inputs
         return lambda: obj(*inputs)
 
+    def kernel_s(self) -> float | None:
+        """TVM time_evaluator seconds per call, without the torch<->TVM conversion the callable pays."""
+        if not hasattr(self.obj, "time"):
+            return None
+        import statistics
+
+        return statistics.median(self.obj.time(self.inputs))
+
     def __call__(self, *inputs):
         return self.obj(*inputs)
