@@ -1,8 +1,12 @@
 import os
-import subprocess
-import sys
 
-import pytest
+# OpenMP threads that spin-wait collapse (10-100x) when the 2 cores are shared with TVM workers.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -116,12 +116,11 @@ class ProgramBatch:
     def packsum(self) -> np.ndarray:
         """Per-program sum of its per-store feature rows [n, 164] (TenSet/MetaSchedule pack-sum)."""
         if self._packsum is None:
-            sums = np.add.reduceat(self.store_feats, self.offsets[:-1], axis=0) if len(self) else None
-            empty = self.offsets[1:] == self.offsets[:-1]
-            if sums is None:
-                sums = np.zeros((0, N_STORE_FEATS), np.float32)
-            sums[empty] = 0.0
-            self._packsum = sums.astype(np.float32)
+            sums = np.zeros((len(self), N_STORE_FEATS), np.float32)
+            nonempty = self.offsets[1:] > self.offsets[:-1]
+            if nonempty.any():
+                sums[nonempty] = np.add.reduceat(self.store_feats, self.offsets[:-1][nonempty], axis=0)
+            self._packsum = sums
         return self._packsum
 
     def subset(self, idx) -> ProgramBatch:
