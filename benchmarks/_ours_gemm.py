@@ -12,6 +12,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=128)
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--trials-per-round", type=int, default=64, help="64 = stock tune_tir's num_trials_per_iter")
     args = ap.parse_args()
     from autotune.tvmrt.startup import fast_start
 
@@ -20,7 +21,7 @@ def main() -> None:
     from tvm import te
 
     from autotune.frontend import Task, task_flops
-    from autotune.tuner import tune
+    from autotune.tuner import SearchConfig, tune
     from autotune.tvmrt.database import open_json_database
     from autotune.tvmrt.measure import Measurer
     from autotune.tvmrt.target import parse_target
@@ -38,13 +39,15 @@ def main() -> None:
     db = open_json_database(args.work_dir)
     t_tune = time.time()
     try:
-        states, stats = tune([task], target, db, measurer, work_dir=args.work_dir, max_trials=args.trials)
+        states, stats = tune([task], target, db, measurer, work_dir=args.work_dir, max_trials=args.trials,
+                             search=SearchConfig(num_trials_per_iter=args.trials_per_round, population_size=512,
+                                                 genetic_num_iters=4))
     finally:
         measurer.close()
     wall = time.time() - t_tune
     best = states[0].best_s
     out = {
-        "arm": "autotune",
+        "arm": f"autotune ({args.trials_per_round}/round, stock population)",
         "trials": args.trials,
         "valid_trials": states[0].trials - states[0].failures,
         "startup_to_first_measurement_s": stats.first_measured_at - T0 if stats.first_measured_at else None,

@@ -77,6 +77,23 @@ def model_arm(model: str, trials: int) -> dict:
     return {k: report[k] for k in keep} | {"tasks": len(report["tasks"]), "process_wall_s": wall}
 
 
+def startup_arm(model: str) -> dict:
+    """Start-up of a real model: process start -> first measured candidate, model import included."""
+    tmp = tempfile.mkdtemp(prefix=f"bench_start_{model}_")
+    load_before = loadavg()
+    rc, wall = _run([sys.executable, "-m", "autotune.tune", "--model", model, "--trials", "16",
+                     "--work-dir", tmp, "--skip-untuned", "--bench-rounds", "1"], timeout=1800)
+    path = os.path.join(tmp, "report.json")
+    if rc != 0 or not os.path.exists(path):
+        return {"model": model, "failed": f"exit {rc}"}
+    with open(path) as f:
+        report = json.load(f)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"model": model, "startup_to_first_measurement_s": report["wall_s"]["startup_to_first_measurement"],
+            "import_and_extract_s": report["wall_s"]["import_and_extract"], "tasks": len(report["tasks"]),
+            "loadavg_before": load_before, "loadavg_after": loadavg()}
+
+
 def markdown(results: dict) -> str:
     lines = ["# Tune-loop benchmarks", "", f"Host: {results['host']}; versions: {results['versions']}", ""]
     lines += ["## GEMM 512^3 fp32, start-up and per-trial cost", "",
@@ -95,6 +112,15 @@ def markdown(results: dict) -> str:
         lines[-1] += f" {pt:.2f} |" if pt else " - |"
         lines[-1] += f" {split_txt} | {gf:.1f} |" if gf else f" {split_txt} | - |"
         lines[-1] += f" {r.get('loadavg_before')} |"
+    if results.get("startup"):
+        lines += ["", "## Start-up on a real model (process start to first measured candidate, import included)", "",
+                  "| model | tasks | start-up (s) | of which import + task extraction (s) | load before |", "|---|---|---|---|---|"]
+        for r in results["startup"]:
+            if "failed" in r:
+                lines.append(f"| {r['model']} | failed: {r['failed']} | | | |")
+            else:
+                lines.append(f"| {r['model']} | {r['tasks']} | {r['startup_to_first_measurement_s']:.1f} | "
+                             f"{r['import_and_extract_s']:.1f} | {r['loadavg_before']} |")
     if results.get("models"):
         lines += ["", "## Whole models, batch 1, this CPU", "",
                   "| model | trials | tasks | untuned TVM (ms) | tuned TVM (ms) | torch eager (ms) | tuned vs untuned | tuned vs eager | max abs err | tuning wall (s) | per trial (s) | start-up (s) |",
@@ -122,19 +148,26 @@ def main() -> None:
     ap.add_argument("--stock-timeout", type=float, default=300)
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--skip-gemm", action="store_true")
+    ap.add_argument("--startup-models", default="resnet18", help="comma list; '' to skip")
+    ap.add_argument("--keep-models-from", default=None, help="reuse the 'models' rows of an earlier result JSON")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "tune_loop"))
     args = ap.parse_args()
     from autotune.tvmrt.target import detect_host
 
     results = {"host": detect_host().as_json(), "versions": versions(), "started": time.strftime("%F %T"),
-               "gemm": [], "models": []}
+               "gemm": [], "models": [], "startup": []}
     if not args.skip_gemm:
         results["gemm"].append(gemm_arm("_ours_gemm.py", args.trials, 1800, []))
         results["gemm"].append(gemm_arm("_stock_gemm.py", args.trials, 1800, ["--import-fix"]))
         results["gemm"].append(gemm_arm("_stock_gemm.py", args.trials, args.stock_timeout, []))
+    for model in [m for m in args.startup_models.split(",") if m]:
+        results["startup"].append(startup_arm(model))
     if not args.skip_models:
         for model in args.models.split(","):
             results["models"].append(model_arm(model, args.model_trials))
+    elif args.keep_models_from:
+        with open(args.keep_models_from) as f:
+            results["models"] = json.load(f).get("models", [])
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     write_json(args.out + ".json", results)
     with open(args.out + ".md", "w") as f:
