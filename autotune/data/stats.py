@@ -28,6 +28,9 @@ def dataset_stats(root: str) -> dict:
         if len(valid) >= 2:
             spreads.append(float(valid.max() / valid.min()))
     models = Counter(m for k in per_task for m in tasks[k]["models"] if not m.startswith("synthetic:"))
+    stamps = np.sort(np.asarray(table.column("timestamp").to_pylist(), dtype=float))
+    gaps = np.diff(stamps)
+    active_s = float(gaps[gaps < 120].sum()) if len(gaps) else 0.0  # pauses between runs excluded
     runs = manifest.get("collection_runs", [])
     programs = sum(r["programs"] for r in runs)
     wall = sum(r["wall_s"] for r in runs)
@@ -52,6 +55,8 @@ def dataset_stats(root: str) -> dict:
             "build_share": sum(r["build_s"] for r in runs) / wall if wall else None,
             "run_share": sum(r["run_s"] for r in runs) / wall if wall else None,
             "collection_wall_hours": wall / 3600,
+            "programs_per_hour_from_timestamps": len(stamps) / active_s * 3600 if active_s else None,
+            "active_hours_from_timestamps": active_s / 3600,
             "runs": len(runs),
         },
     }
@@ -71,7 +76,8 @@ def markdown(s: dict) -> str:
         f"| latency spread per task, max/min (median / p90) | {s['latency_spread_per_task']['median'] or 0:.1f}x / {s['latency_spread_per_task']['p90'] or 0:.1f}x |",
         f"| tasks per zoo model | {s['tasks_per_zoo_model']} |",
         f"| samplers | {s['samplers']} |",
-        f"| collection throughput | {pph} programs/hour ({share}), {t['collection_wall_hours']:.2f} h in {t['runs']} runs |",
+        f"| collection throughput (runs that closed cleanly) | {pph} programs/hour ({share}), {t['collection_wall_hours']:.2f} h in {t['runs']} runs |",
+        f"| collection throughput (all rows, from timestamps) | {t['programs_per_hour_from_timestamps'] or 0:.0f} programs/hour over {t['active_hours_from_timestamps']:.2f} active hours |",
         "",
     ]
     return "\n".join(lines)
