@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import time
 
 from autotune.cli import loadavg, run_main, setup_logging, versions
@@ -70,6 +71,15 @@ def _main(args) -> int:
 
     fingerprint = hardware_fingerprint(target, rpc_key=args.rpc_key)
     collector = Collector(args.out, target, fingerprint, rpc=rpc, seed=args.seed)
+
+    def request_stop(signum, _frame):
+        # a KeyboardInterrupt raised inside TVM's callbacks can be swallowed: stop at a batch boundary
+        collector.stop_requested = True
+        logger.info("stop requested (signal %d): finishing the batch in flight", signum)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C aborts at once (journal is safe)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
     try:
         collector.ensure_pool(
             models=args.models.split(",") if args.models else None, n_synthetic=args.synthetic

@@ -38,6 +38,10 @@ def hardware_fingerprint(target, rpc_key: str | None = None) -> dict:
     }
 
 
+class StopCollection(Exception):
+    """Raised between batches once a stop was requested (SIGINT/SIGTERM)."""
+
+
 class Collector:
     def __init__(self, root: str, target, fingerprint: dict, rpc=None, seed: int = 0):
         self.root, self.target, self.seed = root, target, seed
@@ -45,6 +49,7 @@ class Collector:
         self.writer = DatasetWriter(root, fingerprint, shard_rows=2048)
         self.measurer = Measurer(target, rpc=rpc)
         self.measurer.warm_up()
+        self.stop_requested = False
         self._started = time.time()
         self._measured = 0
         self._search_logger = logging.getLogger("tvm.s_tir.meta_schedule.autotune_collect")
@@ -85,13 +90,20 @@ class Collector:
             for p in range(n_passes):
                 goal = min(programs_per_task, (p + 1) * pass_size)
                 for info in tasks:
+                    if self.stop_requested:
+                        logger.info("stopped on request; rerun the same command to resume")
+                        return
                     if deadline is not None and time.time() > deadline:
                         logger.info("time limit reached")
                         return
                     have = counts.get(info["key"], 0)
                     if have >= goal:
                         continue
-                    n_new = self._visit(info, have, goal - have, random_fraction)
+                    try:
+                        n_new = self._visit(info, have, goal - have, random_fraction)
+                    except StopCollection:
+                        logger.info("stopped on request after the batch in flight; rerun to resume")
+                        return
                     counts[info["key"]] = have + n_new
                     done += n_new
                     progress.update(done, f"pass {p + 1}/{n_passes}, {len(tasks)} tasks")
@@ -127,6 +139,8 @@ class Collector:
                 self.writer.append(rows)
                 measured += len(rows)
                 self._measured += len(rows)
+                if self.stop_requested:
+                    raise StopCollection()
             return on_measured
 
         for sampler, kind, max_trials in phases:

@@ -91,3 +91,18 @@ def test_corrupt_shard_gives_clear_error(tmp_path, cli):
     res = cli("autotune.data.export", str(root), str(tmp_path / "db"), timeout=300)
     assert res.returncode == 2
     assert "part-00000.parquet" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_sigterm_stops_after_the_batch_and_records_the_run(tmp_path):
+    out = str(tmp_path / "ds")
+    proc = subprocess.Popen([sys.executable, *CMD, "--out", out, "--programs-per-task", "200"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while _rows(out) < 4 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=180) == 0
+    manifest = read_manifest(out)
+    assert manifest["collection_runs"] and manifest["collection_runs"][-1]["programs"] >= 4
+    assert manifest["counts"]["records"] == read_records(out).num_rows
+    assert not open(os.path.join(out, "journal.jsonl")).read().strip()  # compacted into a shard
