@@ -193,7 +193,7 @@ def tune(
     stats = TuneStats()
     num_cores = int(target.attrs.get("num-cores", 1)) if target.kind.name == "llvm" else 1
     if cost_model is None:
-        cost_model = make_cost_model("xgb", num_cores)
+        cost_model = make_cost_model("ms-xgb", num_cores)
     per_task_cap = trials_per_task or max_trials
     loggers = task_loggers or ms.logging.get_loggers_from_work_dir(work_dir, [t.name for t in tasks])
     states: list[TaskState] = []

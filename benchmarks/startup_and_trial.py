@@ -101,7 +101,8 @@ def markdown(results: dict) -> str:
               "|---|---|---|---|---|---|---|"]
     for r in results["gemm"]:
         split = r.get("split_s") or {k: round(v, 1) for k, v in (r.get("profile_s") or {}).items()
-                                     if k in ("EvoSearch", "LocalBuilder", "LocalRunner", "XGBModel")}
+                                     if k in ("SendToBuilder", "SendToRunner", "MeasureCallback/UpdateCostModel",
+                                             "EvoSearch/SampleInitPopulation", "EvoSearch/Evolve/Mutation")}
         split_txt = ", ".join(f"{k} {v:.1f}" for k, v in split.items()) if split else r.get("failed", "")
         st = r.get("startup_to_first_measurement_s")
         lines.append(
