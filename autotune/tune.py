@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials-per-round", type=int, default=16, help="candidates measured per search round")
     p.add_argument("--work-dir", default=None, help="where the database, logs and report go (default runs/<model>)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cost-model", default="auto", help=f"one of: {', '.join(COST_MODELS)}")
+    p.add_argument("--cost-model", default="ms-xgb",
+                   help=f"one of: {', '.join(COST_MODELS)} (auto: pretrained xgb for this hardware if present)")
     p.add_argument("--cost-model-path", default=None, help="a saved cost model folder (overrides models/)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--input-shape", default=None, help="input shape without batch, e.g. 3,224,224 or 128")
