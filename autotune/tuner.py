@@ -91,6 +91,24 @@ class TuneStats:
     history: list = field(default_factory=list)
 
 
+def search_logger(work_dir: str) -> logging.Logger:
+    """One logger for the search of all tasks, to work_dir/logs/search.log.
+
+    Not MetaSchedule's ``get_loggers_from_work_dir``: its dictConfig re-reads the handlers already on
+    its global logger and fails on unnamed ones (e.g. a second run in the same process).
+    """
+    log = logging.getLogger("tvm.s_tir.meta_schedule.autotune_search")
+    path = os.path.abspath(os.path.join(work_dir, "logs", "search.log"))
+    if not any(getattr(h, "baseFilename", None) == path for h in log.handlers):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    return log
+
+
 def records_by_workload(database) -> dict[int, list]:
     """All records of a database grouped by the structural hash of their workload."""
 
@@ -195,7 +213,7 @@ def tune(
     if cost_model is None:
         cost_model = make_cost_model("ms-xgb", num_cores)
     per_task_cap = trials_per_task or max_trials
-    loggers = task_loggers or ms.logging.get_loggers_from_work_dir(work_dir, [t.name for t in tasks])
+    loggers = task_loggers or [search_logger(work_dir)] * len(tasks)
     states: list[TaskState] = []
     existing = records_by_workload(database)
     t_search = time.perf_counter()
