@@ -4,6 +4,8 @@ import argparse
 import json
 import time
 
+from _gemm import gemm_module
+
 T0 = time.time()
 
 
@@ -17,8 +19,6 @@ def main() -> None:
     from autotune.tvmrt.startup import fast_start
 
     fast_start("llvm")
-    import tvm
-    from tvm import te
 
     from autotune.frontend import Task, task_flops
     from autotune.tuner import SearchConfig, tune
@@ -30,11 +30,7 @@ def main() -> None:
     measurer = Measurer(target)
     measurer.warm_up()
     n = 512
-    a = te.placeholder((n, n), name="A")
-    b = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), "k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    mod = gemm_module(n)
     task = Task("gemm512", mod, 1, task_flops(mod), target)
     db = open_json_database(args.work_dir)
     t_tune = time.time()

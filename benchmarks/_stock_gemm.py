@@ -11,6 +11,8 @@ import argparse
 import json
 import time
 
+from _gemm import gemm_module
+
 T0 = time.time()
 
 
@@ -28,17 +30,12 @@ def main() -> None:
         fast_start("llvm")
         init = worker_initializer_llvm
     import tvm
-    from tvm import te
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.target import codegen
 
     n = 512
-    a = te.placeholder((n, n), name="A")
-    b = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), "k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    mod = gemm_module(n)
     target = tvm.target.Target({"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu()), "num-cores": 2})
     first = {}
 
