@@ -50,6 +50,7 @@ class Collector:
         self.measurer = Measurer(target, rpc=rpc)
         self.measurer.warm_up()
         self.stop_requested = False
+        self._measured_rows: dict[str, list] = {}
         self._started = time.time()
         self._measured = 0
         self._search_logger = logging.getLogger("tvm.s_tir.meta_schedule.autotune_collect")
@@ -66,12 +67,15 @@ class Collector:
             n += 1
         logger.info("task pool: %d distinct tasks in %.0f s", n, time.time() - t0)
 
-    def _counts(self) -> dict[str, int]:
+    def _load_measured(self) -> dict[str, list]:
+        """task key -> [(trace JSON, run_secs)] of every row on disk: read once per run, then kept
+        up to date as batches are appended (visits seed their search from it without re-reading)."""
         table = read_records(self.root, verify=False)
-        counts: dict[str, int] = {}
-        for key in table.column("task_key").to_pylist():
-            counts[key] = counts.get(key, 0) + 1
-        return counts
+        measured: dict[str, list] = {}
+        for key, trace, secs in zip(table.column("task_key").to_pylist(), table.column("trace").to_pylist(),
+                                    table.column("run_secs").to_pylist()):
+            measured.setdefault(key, []).append((trace, secs))
+        return measured
 
     def run(self, programs_per_task: int, pass_size: int = 32, random_fraction: float = 0.5,
             max_tasks: int | None = None, only_models=None, deadline: float | None = None) -> None:
@@ -81,7 +85,8 @@ class Collector:
         tasks.sort(key=lambda t: (t["source"] != "zoo", -t["flops"] * t["weight"]))
         if max_tasks:
             tasks = tasks[:max_tasks]
-        counts = self._counts()
+        self._measured_rows = self._load_measured()
+        counts = {key: len(rows) for key, rows in self._measured_rows.items()}
         total = programs_per_task * len(tasks)
         done = sum(min(counts.get(t["key"], 0), programs_per_task) for t in tasks)
         progress = Progress(total, "collecting", done=done)
@@ -137,6 +142,8 @@ class Collector:
                         "timestamp": now,
                     })
                 self.writer.append(rows)
+                self._measured_rows.setdefault(info["key"], []).extend(
+                    (r["trace"], r["run_secs"]) for r in rows)
                 measured += len(rows)
                 self._measured += len(rows)
                 if self.stop_requested:
@@ -154,15 +161,12 @@ class Collector:
 
     def _seed_database(self, database, info: dict, mod) -> None:
         """Earlier rows of this task go into the search's database: no re-measuring, warm start."""
-        table = read_records(self.root, verify=False)
-        import pyarrow.compute as pc
-
-        rows = table.filter(pc.equal(table.column("task_key"), info["key"]))
-        if rows.num_rows == 0:
+        rows = self._measured_rows.get(info["key"], [])
+        if not rows:
             return
         workload = database.commit_workload(mod)
         target = self.target.export()
-        for trace, secs in zip(rows.column("trace").to_pylist(), rows.column("run_secs").to_pylist()):
+        for trace, secs in rows:
             obj = [json.loads(trace), secs or [1e10], target, info["args_info"]]
             database.commit_tuning_record(ms.database.TuningRecord.from_json(obj, workload))
 
