@@ -52,6 +52,7 @@ class TuneSession:
         cost_model_name: str = "ms-xgb",
         time_untuned: bool = True,
         bench_rounds: int = 5,
+        search: SearchConfig | None = None,
     ) -> dict:
         t0 = time.time()
         mod, tasks = self.prepare()
@@ -69,7 +70,7 @@ class TuneSession:
                 tasks, self.target, database, measurer,
                 work_dir=self.work_dir, max_trials=trials, trials_per_task=trials_per_task,
                 cost_model=cost_model if cost_model is not None else make_cost_model("ms-xgb", self.cores),
-                search=SearchConfig(num_trials_per_iter=trials_per_round),
+                search=search or SearchConfig(num_trials_per_iter=trials_per_round),
                 seed=self.seed, on_progress=progress,
             )
         finally:

@@ -14,6 +14,7 @@ import time
 _T_START = time.time()  # noqa: E402  (start-up is measured from here)
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
@@ -22,6 +23,7 @@ from autotune.cli import loadavg, run_main, setup_logging, versions, write_json 
 from autotune.errors import UserError  # noqa: E402
 
 COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")  # see autotune.tuner
+STRATEGIES = ("evolutionary", "optuna", "replay-trace")
 
 logger = logging.getLogger("autotune.tune")
 
@@ -39,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", default="ms-xgb",
                    help=f"one of: {', '.join(COST_MODELS)} (auto: pretrained xgb for this hardware if present)")
+    p.add_argument("--strategy", default="evolutionary",
+                   help="search strategy: evolutionary (MetaSchedule's, guided by --cost-model), optuna (TPE over the "
+                        "schedule decisions, no cost model) or replay-trace (random)")
+    p.add_argument("--population", type=int, default=None,
+                   help="evolutionary search population per round (default: autotune.tuner.SearchConfig)")
+    p.add_argument("--search-iters", type=int, default=None, help="evolutionary search generations per round")
     p.add_argument("--cost-model-path", default=None, help="a saved cost model folder (overrides models/)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--input-shape", default=None, help="input shape without batch, e.g. 3,224,224 or 128")
@@ -98,6 +106,10 @@ def _main(args: argparse.Namespace) -> int:
     _positive("--batch-size", args.batch_size)
     _positive("--num-cores", args.num_cores, allow_none=True)
     _positive("--bench-rounds", args.bench_rounds)
+    _positive("--population", args.population, allow_none=True)
+    _positive("--search-iters", args.search_iters, allow_none=True)
+    if args.strategy not in STRATEGIES:
+        raise UserError(f"--strategy: unknown {args.strategy!r}; valid: {', '.join(STRATEGIES)}")
     if args.cost_model not in COST_MODELS:
         raise UserError(f"--cost-model: unknown {args.cost_model!r}; valid: {', '.join(COST_MODELS)}")
     rpc = _rpc_settings(args)
@@ -156,12 +168,25 @@ def _tune(args, target, input_shape, measurer, cost_model) -> int:
         cost_model_name=args.cost_model,
         time_untuned=not args.skip_untuned,
         bench_rounds=args.bench_rounds,
+        search=search_config(args),
     )
+    report["search"] = dataclasses.asdict(search_config(args))
     report["versions"] = versions()
     report["loadavg_end"] = loadavg()
     write_json(os.path.join(work_dir, "report.json"), report)
     _print_summary(report, work_dir)
     return 0
+
+
+def search_config(args):
+    from autotune.tuner import SearchConfig
+
+    extra = {}
+    if args.population is not None:
+        extra["population_size"] = args.population
+    if args.search_iters is not None:
+        extra["genetic_num_iters"] = args.search_iters
+    return SearchConfig(num_trials_per_iter=args.trials_per_round, kind=args.strategy, **extra)
 
 
 def _rpc_settings(args):

@@ -42,11 +42,15 @@ class SearchConfig:
     init_min_unmeasured: int = 48
     init_measured_ratio: float = 0.2
     eps_greedy: float = 0.05
-    kind: str = "evolutionary"  # or "replay-trace": uniform random samples of the design space
+    kind: str = "evolutionary"  # "replay-trace": uniform random samples; "optuna": TPE over the decisions
 
     def strategy(self):
         if self.kind == "replay-trace":
             return ms.search_strategy.ReplayTrace()
+        if self.kind == "optuna":
+            from autotune.optuna_search import OptunaSearch
+
+            return OptunaSearch()
         return ms.search_strategy.EvolutionarySearch(
             population_size=self.population_size,
             init_measured_ratio=self.init_measured_ratio,
@@ -122,6 +126,7 @@ def records_by_workload(database) -> dict[int, list]:
     return groups
 
 
+STRATEGIES = ("evolutionary", "optuna", "replay-trace")
 COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")
 PRETRAINED = ("xgb", "seq", "ms-mlp")
 
@@ -162,19 +167,25 @@ def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_
     from autotune.costmodel import load
     from autotune.costmodel.base import ModelFileError
 
+    explicit = path is not None
     path = path or (find_pretrained(name, hw_id, models_dir) if hw_id else None)
     if path is None:
         others = sorted(d for d in os.listdir(models_dir) if os.path.isdir(os.path.join(models_dir, d, name))) \
             if os.path.isdir(models_dir) else []
-        raise UserError(
-            f"--cost-model {name}: no pretrained {name} model for {hw_id} in {models_dir}/ (found for: "
-            f"{', '.join(others) or 'none'}); train one (make train-costmodel) or use --cost-model ms-xgb"
+        logger.warning(
+            "--cost-model %s: no pretrained %s model for %s in %s/ (found for: %s); tuning with an online-only "
+            "model learned from this run's measurements (train one with make train-costmodel)",
+            name, name, hw_id, models_dir, ", ".join(others) or "none",
         )
+        return LearnedCostModel(pretrained=None)
     card = os.path.join(path, "card.json")
     if hw_id and os.path.exists(card):
         with open(card, encoding="utf-8") as f:
             made_for = json.load(f).get("hardware", {}).get("hardware_id")
         if made_for and made_for != hw_id:
+            if not explicit:  # pragma: no cover - models/<hw_id>/ holds a card for another hardware
+                logger.warning("%s was trained for %s, not %s: online-only", path, made_for, hw_id)
+                return LearnedCostModel(pretrained=None)
             raise UserError(
                 f"--cost-model {name}: {path} was trained for {made_for}, not {hw_id}; use a model for this "
                 "target or --cost-model ms-xgb"

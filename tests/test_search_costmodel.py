@@ -86,6 +86,16 @@ def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, kind):
     assert report["numerics"]["max_rel_error"] < 1e-4
 
 
+def test_tune_tiny_with_optuna_strategy(cli, tmp_path):
+    wd = str(tmp_path / "wd")
+    res = cli("autotune.tune", "--model", "tiny_mlp", "--trials", "16", "--trials-per-round", "8",
+              "--work-dir", wd, "--strategy", "optuna", "--skip-untuned", "--bench-rounds", "1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.load(open(os.path.join(wd, "report.json")))
+    assert report["search"]["kind"] == "optuna" and report["trials"]["this_run"] == 16
+    assert report["numerics"]["max_rel_error"] < 1e-4
+
+
 def test_model_for_another_target_is_refused(cli, tmp_path, pretrained):
     models_dir, hw = pretrained
     other = tmp_path / "xgb"
@@ -97,3 +107,16 @@ def test_model_for_another_target_is_refused(cli, tmp_path, pretrained):
               "--work-dir", str(tmp_path / "wd"))
     assert res.returncode == 2
     assert "cpu-skylake-avx512-8c" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_no_pretrained_model_for_this_target_falls_back_to_online(tmp_path, caplog, pretrained):
+    from autotune.tuner import make_cost_model
+
+    models_dir, hw = pretrained
+    other = tmp_path / "models" / "cpu-skylake-avx512-8c"
+    shutil.copytree(models_dir / hw / "xgb", other / "xgb")
+    with caplog.at_level("WARNING", logger="autotune.tuner"):
+        model = make_cost_model("xgb", 2, hw_id=hw, models_dir=str(tmp_path / "models"))
+    assert model.pretrained is None  # online only
+    text = caplog.text
+    assert f"no pretrained xgb model for {hw}" in text and "cpu-skylake-avx512-8c" in text and "online-only" in text

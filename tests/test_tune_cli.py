@@ -101,6 +101,8 @@ def test_resume_after_kill(tmp_path):
         (["--model", "tiny", "--target", "cuda"], "no usable CUDA"),
         (["--model", "tiny", "--trials", "0"], "--trials"),
         (["--model", "tiny", "--cost-model", "magic"], "--cost-model"),
+        (["--model", "tiny", "--strategy", "annealing"], "--strategy: unknown 'annealing'; valid: evolutionary"),
+        (["--model", "tiny", "--population", "0"], "--population"),
         (["--model", "tiny", "--input-shape", "3,x"], "--input-shape"),
         (["--model", "tiny", "--batch-size", "-1"], "--batch-size"),
     ],
