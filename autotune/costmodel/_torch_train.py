@@ -180,11 +180,24 @@ class TorchRankerModel(CostModel):
             self.history_ = self._train(net, X, y, groups, train, val, rng, device)
         self.net_.eval()
 
-    def _train(self, net, X, y, groups, train, val, rng, device) -> dict:
-        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+    def _fine_tune_from(self, base, X, y, groups, steps) -> None:
+        """``steps`` epochs over the new programs at a tenth of the learning rate, no early stopping."""
+        device = next(base.net_.parameters()).device
+        rng = np.random.default_rng(self.seed)
+        with torch_threads(self.num_threads), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            net = copy.deepcopy(base.net_)
+            self.net_ = net
+            self.history_ = self._train(net, X, y, groups, np.arange(len(X)), np.zeros(0, np.int64), rng, device,
+                                        epochs=steps, lr=self.lr * 0.1)
+        self.net_.eval()
+
+    def _train(self, net, X, y, groups, train, val, rng, device, epochs: int | None = None,
+               lr: float | None = None) -> dict:
+        opt = torch.optim.AdamW(net.parameters(), lr=lr or self.lr, weight_decay=self.weight_decay)
         y_t = torch.as_tensor(y, dtype=torch.float32)
         best_acc, best_state, best_epoch, bad, epoch, seen, spent = -1.0, None, -1, 0, 0, 0, 0.0
-        for epoch in range(self.epochs):
+        for epoch in range(epochs or self.epochs):
             net.train()
             start, total = time.perf_counter(), 0.0
             chunks = group_chunks(train, groups, self.max_group_size, rng)

@@ -64,6 +64,27 @@ class CostModel(ABC):
     def predict(self, X: ProgramBatch) -> np.ndarray:
         return self.predict_with_spread(X)[0]
 
+    def fine_tune(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, steps: int = 20) -> CostModel:
+        """A copy of this fitted model trained ``steps`` more (boosting rounds / epochs) on new data.
+
+        ``self`` is unchanged (the tuner keeps the pretrained model and fine-tunes a copy per task).
+        """
+        if not self.is_fitted:
+            raise NotFittedError(f"{type(self).__name__} is not fitted; fine_tune needs a trained model")
+        _check_batch(X)
+        y = np.asarray(y, dtype=np.float64)
+        groups = np.asarray(groups)
+        if y.shape != (len(X),) or groups.shape != (len(X),) or len(X) == 0:
+            raise ValueError(f"fine_tune: need a non-empty X with y and groups of shape ({len(X)},)")
+        clone = type(self)(**self.get_params())
+        clone._fine_tune_from(self, X, y, groups, int(steps))
+        clone.fitted_ = True
+        return clone
+
+    def _fine_tune_from(self, base: CostModel, X: ProgramBatch, y: np.ndarray, groups: np.ndarray,
+                        steps: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot be fine-tuned")
+
     def predict_with_spread(self, X: ProgramBatch) -> tuple[np.ndarray, np.ndarray]:
         if not self.is_fitted:
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() or load() first")

@@ -66,14 +66,20 @@ class XGBCostModel(_XGBBase):
         return params
 
     def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
+        self.booster_ = xgb.train(self._params(), self._dmatrix(X, y, groups), num_boost_round=self.n_estimators)
+
+    def _dmatrix(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> xgb.DMatrix:
         feats = X.packsum()
-        if self.objective.startswith("rank:"):
-            order, counts = _sorted_by_group(groups)
-            dtrain = xgb.DMatrix(feats[order], label=y[order])
-            dtrain.set_group(counts)
-        else:
-            dtrain = xgb.DMatrix(feats, label=y)
-        self.booster_ = xgb.train(self._params(), dtrain, num_boost_round=self.n_estimators)
+        if not self.objective.startswith("rank:"):
+            return xgb.DMatrix(feats, label=y)
+        order, counts = _sorted_by_group(groups)
+        dtrain = xgb.DMatrix(feats[order], label=y[order])
+        dtrain.set_group(counts)
+        return dtrain
+
+    def _fine_tune_from(self, base, X, y, groups, steps) -> None:
+        self.booster_ = xgb.train(self._params(), self._dmatrix(X, y, groups), num_boost_round=steps,
+                                  xgb_model=base.booster_.copy())
 
     def _predict(self, X: ProgramBatch):
         score = self.booster_.predict(xgb.DMatrix(X.packsum()))
@@ -95,7 +101,8 @@ class MSXGBCostModel(_XGBBase):
         self.nthread = nthread
         self.seed = seed
 
-    def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
+    def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, rounds: int | None = None,
+             base=None) -> None:
         ids = np.repeat(np.arange(len(X)), np.diff(X.offsets))
         labels = y[ids]
         dtrain = xgb.DMatrix(X.store_feats, label=labels)
@@ -109,7 +116,11 @@ class MSXGBCostModel(_XGBBase):
         params = {"max_depth": self.max_depth, "gamma": self.gamma, "min_child_weight": self.min_child_weight,
                   "eta": self.eta, "seed": self.seed, "nthread": self.nthread, "verbosity": 0,
                   "tree_method": "hist", "disable_default_eval_metric": 1}
-        self.booster_ = xgb.train(params, dtrain, num_boost_round=self.n_estimators, obj=obj_square_error)
+        self.booster_ = xgb.train(params, dtrain, num_boost_round=rounds or self.n_estimators, obj=obj_square_error,
+                                  xgb_model=base)
+
+    def _fine_tune_from(self, base, X, y, groups, steps) -> None:
+        self._fit(X, y, groups, rounds=steps, base=base.booster_.copy())
 
     def _predict(self, X: ProgramBatch):
         ids = np.repeat(np.arange(len(X)), np.diff(X.offsets))
