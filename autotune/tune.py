@@ -24,6 +24,7 @@ from autotune.errors import UserError  # noqa: E402
 
 COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")  # see autotune.tuner
 STRATEGIES = ("evolutionary", "optuna", "replay-trace")
+ONLINE_UPDATES = ("blend", "finetune", "residual", "none")  # see autotune.costmodel.online
 
 logger = logging.getLogger("autotune.tune")
 
@@ -47,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--population", type=int, default=None,
                    help="evolutionary search population per round (default: autotune.tuner.SearchConfig)")
     p.add_argument("--search-iters", type=int, default=None, help="evolutionary search generations per round")
+    p.add_argument("--online-update", default="blend",
+                   help="how a pretrained cost model learns from this run's measurements: blend (with an online "
+                        "XGBoost), finetune (train a copy further), residual (XGBoost on its errors) or none")
     p.add_argument("--cost-model-path", default=None, help="a saved cost model folder (overrides models/)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--input-shape", default=None, help="input shape without batch, e.g. 3,224,224 or 128")
@@ -110,6 +114,8 @@ def _main(args: argparse.Namespace) -> int:
     _positive("--search-iters", args.search_iters, allow_none=True)
     if args.strategy not in STRATEGIES:
         raise UserError(f"--strategy: unknown {args.strategy!r}; valid: {', '.join(STRATEGIES)}")
+    if args.online_update not in ONLINE_UPDATES:
+        raise UserError(f"--online-update: unknown {args.online_update!r}; valid: {', '.join(ONLINE_UPDATES)}")
     if args.cost_model not in COST_MODELS:
         raise UserError(f"--cost-model: unknown {args.cost_model!r}; valid: {', '.join(COST_MODELS)}")
     rpc = _rpc_settings(args)
@@ -130,7 +136,8 @@ def _main(args: argparse.Namespace) -> int:
     from autotune.tuner import make_cost_model
     from autotune.tvmrt.target import hardware_id
 
-    cost_model = make_cost_model(args.cost_model, cores, hw_id=hardware_id(target), path=args.cost_model_path)
+    cost_model = make_cost_model(args.cost_model, cores, hw_id=hardware_id(target), path=args.cost_model_path,
+                                  online=args.online_update)
     from autotune.tvmrt.measure import Measurer
 
     measurer = Measurer(target, rpc=rpc)
@@ -171,6 +178,7 @@ def _tune(args, target, input_shape, measurer, cost_model) -> int:
         search=search_config(args),
     )
     report["search"] = dataclasses.asdict(search_config(args))
+    report["online_update"] = args.online_update
     report["versions"] = versions()
     report["loadavg_end"] = loadavg()
     write_json(os.path.join(work_dir, "report.json"), report)

@@ -137,7 +137,7 @@ def find_pretrained(kind: str, hw_id: str, models_dir: str = "models") -> str | 
 
 
 def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_dir: str = "models",
-                    path: str | None = None):
+                    path: str | None = None, online: str = "blend"):
     """A MetaSchedule cost model for ``--cost-model``.
 
     ``ms-xgb``: stock MetaSchedule XGBModel (online only). ``xgb``/``seq``/``ms-mlp``: our
@@ -194,8 +194,8 @@ def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_
         model = load(path)
     except ModelFileError as err:
         raise UserError(str(err)) from None
-    logger.info("cost model: pretrained %s from %s, updated online", name, path)
-    return LearnedCostModel(pretrained=model)
+    logger.info("cost model: pretrained %s from %s, updated online (%s)", name, path, online)
+    return LearnedCostModel(pretrained=model, online=online)
 
 
 def tune(

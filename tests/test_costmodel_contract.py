@@ -104,6 +104,30 @@ def test_fine_tune_on_new_tasks(kind, data):
         create(kind).fine_tune(batch.subset(new), y[new], groups[new])
 
 
+@pytest.mark.parametrize("mode", ["none", "online", "blend", "finetune", "residual"])
+def test_online_learner_modes(mode, data):
+    from autotune.costmodel.online import OnlineLearner
+
+    batch, lat, groups = data
+    y = normalized_throughput(lat, groups)
+    old = groups < 9
+    model = create("xgb", n_estimators=60).fit(batch.subset(old), y[old], groups[old])
+    learner = OnlineLearner(model, mode=mode, min_online=16)
+    task = np.nonzero(groups == 10)[0]
+    seen, rest = task[:24], task[24:]
+    learner.add("t10", batch.subset(seen[:8]), lat[seen[:8]])
+    assert "t10" not in learner.fitted  # below min_online: pretrained scores
+    np.testing.assert_allclose(learner.predict("t10", batch.subset(rest)), model.predict(batch.subset(rest)))
+    learner.add("t10", batch.subset(seen[8:]), lat[seen[8:]])
+    assert learner.programs("t10") == 24
+    assert ("t10" in learner.fitted) == (mode != "none")
+    score = learner.predict("t10", batch.subset(rest))
+    assert score.shape == (len(rest),) and np.all(np.isfinite(score))
+    assert pairwise_accuracy(lat[rest], score, groups[rest]) > 0.7
+    with pytest.raises(ValueError, match="valid: none, online"):
+        OnlineLearner(model, mode="magic")
+
+
 def test_card_from_another_feature_version_is_refused(data, tmp_path):
     batch, lat, groups = data
     model = create("xgb", n_estimators=5).fit(batch, normalized_throughput(lat, groups), groups)

@@ -37,7 +37,8 @@ def pretrained(tmp_path_factory):
     return out, here
 
 
-def test_adapter_predicts_and_learns(pretrained):
+@pytest.mark.parametrize("online", ["blend", "finetune", "residual"])
+def test_adapter_predicts_and_learns(pretrained, online):
     from autotune.tvmrt.startup import fast_start
 
     fast_start()
@@ -56,7 +57,7 @@ def test_adapter_predicts_and_learns(pretrained):
     target = parse_target("llvm")
     model = load_model("tiny_mlp")
     _, tasks = TuneSession(model, target, "/tmp").prepare()
-    adapter = LearnedCostModel(pretrained=load(str(models_dir / hw / "xgb")), min_online=8)
+    adapter = LearnedCostModel(pretrained=load(str(models_dir / hw / "xgb")), online=online, min_online=8)
     measurer = Measurer(target)
     try:
         db = ms.database.MemoryDatabase()
@@ -67,9 +68,9 @@ def test_adapter_predicts_and_learns(pretrained):
     assert adapter.calls["predict"] > 0 and adapter.calls["predicted"] >= 24
     assert adapter.calls["update"] >= 2
     assert adapter.calls["learned"] == states[0].trials - states[0].failures
-    assert adapter._online, "no online model was fitted from the measured programs"
-    stored = sum(len(x) for x in adapter._data[tasks[0].name][1])
-    assert stored == adapter.calls["learned"]
+    assert adapter.online_mode == online
+    assert tasks[0].name in adapter.learner.fitted, "no online model was fitted from the measured programs"
+    assert adapter.learner.programs(tasks[0].name) == adapter.calls["learned"]
     assert isinstance(tasks[0], Task) and np.isfinite(states[0].best_s)
 
 
