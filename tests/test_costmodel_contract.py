@@ -90,7 +90,7 @@ def test_fine_tune_on_new_tasks(kind, data):
     model = create(kind, **QUICK.get(kind, {})).fit(batch.subset(old), y[old], groups[old])
     new = np.nonzero(~old)[0]
     before = model.predict(batch.subset(new))
-    tuned = model.fine_tune(batch.subset(new), y[new], groups[new], steps=40)
+    tuned = model.fine_tune(batch.subset(new), y[new], groups[new], steps=80)
     assert tuned is not model and tuned.is_fitted
     if kind != "random":  # (random draws new noise on every call)
         np.testing.assert_allclose(model.predict(batch.subset(new)), before)  # the pretrained model is untouched

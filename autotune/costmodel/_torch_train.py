@@ -181,7 +181,8 @@ class TorchRankerModel(CostModel):
         self.net_.eval()
 
     def _fine_tune_from(self, base, X, y, groups, steps) -> None:
-        """``steps`` epochs over the new programs at a tenth of the learning rate, no early stopping."""
+        """About ``steps`` optimizer steps (whole epochs of ``min_batches``) over the new programs at half
+        the learning rate, no early stopping."""
         device = next(base.net_.parameters()).device
         rng = np.random.default_rng(self.seed)
         with torch_threads(self.num_threads), torch.random.fork_rng(devices=[]):
@@ -189,7 +190,7 @@ class TorchRankerModel(CostModel):
             net = copy.deepcopy(base.net_)
             self.net_ = net
             self.history_ = self._train(net, X, y, groups, np.arange(len(X)), np.zeros(0, np.int64), rng, device,
-                                        epochs=steps, lr=self.lr * 0.1)
+                                        epochs=max(1, -(-steps // self.min_batches)), lr=self.lr * 0.5)
         self.net_.eval()
 
     def _train(self, net, X, y, groups, train, val, rng, device, epochs: int | None = None,

@@ -65,7 +65,7 @@ class CostModel(ABC):
         return self.predict_with_spread(X)[0]
 
     def fine_tune(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, steps: int = 20) -> CostModel:
-        """A copy of this fitted model trained ``steps`` more (boosting rounds / epochs) on new data.
+        """A copy of this fitted model trained ``steps`` more (boosting rounds / optimizer steps) on new data.
 
         ``self`` is unchanged (the tuner keeps the pretrained model and fine-tunes a copy per task).
         """
