@@ -9,7 +9,8 @@ TARGET ?= llvm
 DATASET ?= datasets/cpu-znver3-2c
 PROGRAMS ?= 100
 
-.PHONY: setup tune test test-fast lint bench clean-venv collect features train-costmodel tune-costmodel-hparams
+.PHONY: setup tune test test-fast lint bench clean-venv collect features train-costmodel tune-costmodel-hparams \
+	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update
 
 setup: $(VENV_STAMP)
 
@@ -53,6 +54,17 @@ train-costmodel: setup
 
 tune-costmodel-hparams: setup
 	$(PY) -m autotune.costmodel.hparams --dataset $(DATASET) --models xgb,seq --trials 30
+
+# Tuning efficiency of each cost model on the held-out models (hours; resumable) and its CI check.
+experiments-tuning-efficiency: setup
+	$(PY) experiments/tuning_efficiency/run.py
+
+experiments-tuning-efficiency-quick: setup
+	$(PY) experiments/tuning_efficiency/run.py --quick
+
+# Online-update modes replayed on the dataset's held-out tasks (minutes, no TVM measuring).
+experiments-online-update: setup
+	$(PY) experiments/online_update/run.py --dataset $(DATASET)
 
 clean-venv:
 	rm -rf .venv

@@ -29,13 +29,23 @@ sys.path.insert(0, ROOT)
 from autotune.cli import loadavg, write_json  # noqa: E402
 
 
-def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str) -> dict:
-    wd = os.path.join(work_root, model, cost_model, f"seed{seed}")
+def arm_flags(arm: str) -> list[str]:
+    """An arm is a cost model (``xgb``), a cost model with an online-update mode (``xgb:finetune``),
+    or ``optuna`` (the TPE search strategy, no cost model)."""
+    if arm == "optuna":
+        return ["--strategy", "optuna", "--cost-model", "random"]
+    name, _, online = arm.partition(":")
+    return ["--cost-model", name] + (["--online-update", online] if online else [])
+
+
+def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str, extra: list[str] = ()) -> dict:
+    wd = os.path.join(work_root, model, cost_model.replace(":", "-"), f"seed{seed}")
     report_path = os.path.join(wd, "report.json")
     if not os.path.exists(report_path):  # resumable experiment: finished runs are kept
         cmd = [sys.executable, "-m", "autotune.tune", "--model", model, "--trials", str(trials),
-               "--cost-model", cost_model, "--seed", str(seed), "--work-dir", wd, "--skip-untuned",
-               "--bench-rounds", "3"]
+               *arm_flags(cost_model), "--seed", str(seed), "--work-dir", wd, "--skip-untuned",
+               "--bench-rounds", "3", *extra]
+        print(f"{time.strftime('%H:%M:%S')} {model} {cost_model} seed {seed}: {' '.join(cmd[1:])}", flush=True)
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if res.returncode != 0:
             return {"model": model, "cost_model": cost_model, "seed": seed,
@@ -89,20 +99,28 @@ def summarize(runs: list[dict], baselines=("ms-xgb", "ms-mlp")) -> dict:
                 "seeds": len(rs),
             }
         for base in baselines:
-            if base not in out[model]:
+            base_runs = {r["seed"]: r for r in mine if r["cost_model"] == base}
+            if not base_runs:
                 continue
-            target = out[model][base]["final_curve_ms"]
-            base_runs = [r for r in mine if r["cost_model"] == base]
-            base_trials = np.mean([r["trials"][-1] for r in base_runs])
-            base_secs = np.mean([r["elapsed_s"][-1] for r in base_runs])
             for cm, row in out[model].items():
-                rs = [r for r in mine if r["cost_model"] == cm]
-                t = [reach(r, target, "trials") for r in rs]
-                s = [reach(r, target, "elapsed_s") for r in rs]
-                row[f"trials_to_{base}_final"] = float(np.mean(t)) if all(x is not None for x in t) else None
-                row[f"speedup_trials_vs_{base}"] = base_trials / row[f"trials_to_{base}_final"] if row[
-                    f"trials_to_{base}_final"] else None
-                row[f"speedup_time_vs_{base}"] = base_secs / float(np.mean(s)) if all(x is not None for x in s) else None
+                ours = {r["seed"]: r for r in mine if r["cost_model"] == cm}
+                tr, tm, reached = [], [], 0
+                for seed, b in base_runs.items():  # same seed, same task order: paired
+                    if seed not in ours:
+                        continue
+                    target = b["curve_ms"][-1]  # the baseline's final latency (TenSet/TLP "search time speedup")
+                    nb, sb = reach(b, target, "trials"), reach(b, target, "elapsed_s")
+                    no, so = reach(ours[seed], target, "trials"), reach(ours[seed], target, "elapsed_s")
+                    if no is None:
+                        continue
+                    reached += 1
+                    tr.append(nb / no)
+                    tm.append(sb / so if so else float("nan"))
+                row[f"reached_{base}_final"] = f"{reached}/{len(base_runs)}"
+                row[f"speedup_trials_vs_{base}"] = float(np.exp(np.mean(np.log(tr)))) if tr and reached == len(
+                    base_runs) else None
+                row[f"speedup_time_vs_{base}"] = float(np.exp(np.nanmean(np.log(tm)))) if tm and reached == len(
+                    base_runs) else None
     return out
 
 
@@ -129,16 +147,17 @@ def plot(runs: list[dict], path: str) -> None:
 
 def markdown(summary: dict, meta: dict) -> str:
     lines = ["# Tuning efficiency", "", f"{meta}", "",
-             "| model | cost model | seeds | final est. latency (ms) | compiled latency (ms) | s/trial | "
-             "trials to MS-XGB final | speedup (trials) vs MS-XGB | speedup (time) vs MS-XGB | speedup (trials) vs MS-MLP |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    fmt = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
+             "| model | arm | seeds | final est. latency (ms) | compiled latency (ms) | s/trial | "
+             "reached MS-XGB final | speedup (trials) vs MS-XGB | speedup (time) vs MS-XGB | "
+             "reached MS-MLP final | speedup (trials) vs MS-MLP |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
     for model, rows in summary.items():
         for cm, r in rows.items():
-            lines.append(f"| {model} | {cm} | {r['seeds']} | {r['final_curve_ms']:.2f} | {r['final_latency_ms']:.2f} | "
-                         f"{r['per_trial_s']:.2f} | {fmt(r.get('trials_to_ms-xgb_final'), '{:.0f}')} | "
-                         f"{fmt(r.get('speedup_trials_vs_ms-xgb'))}x | {fmt(r.get('speedup_time_vs_ms-xgb'))}x | "
-                         f"{fmt(r.get('speedup_trials_vs_ms-mlp'))}x |")
+            lines.append(f"| {model} | {cm} | {r['seeds']} | {r['final_curve_ms']:.3f} | {r['final_latency_ms']:.3f} | "
+                         f"{r['per_trial_s']:.2f} | {r.get('reached_ms-xgb_final', '-')} | "
+                         f"{fmt(r.get('speedup_trials_vs_ms-xgb'))} | {fmt(r.get('speedup_time_vs_ms-xgb'))} | "
+                         f"{r.get('reached_ms-mlp_final', '-')} | {fmt(r.get('speedup_trials_vs_ms-mlp'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -150,19 +169,24 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=400)
     ap.add_argument("--work-root", default=os.path.join(ROOT, "runs", "tuning_efficiency"))
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--trials-per-round", type=int, default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     if args.quick:
-        args.models, args.cost_models, args.seeds, args.trials = "tiny_mlp", "ms-xgb,online-xgb", "0", 24
-        args.out = os.path.join(args.work_root, "quick_results")
+        args.models, args.cost_models, args.seeds, args.trials = "tiny_mlp", "ms-xgb,online-xgb,optuna", "0", 24
+        args.work_root = os.path.join(args.work_root, "quick")
+        args.out = os.path.join(args.work_root, "results")
+    extra = ["--trials-per-round", str(args.trials_per_round)] if args.trials_per_round else []
     runs = []
     t0 = time.time()
-    for model in args.models.split(","):
-        for cm in args.cost_models.split(","):
-            for seed in (int(s) for s in args.seeds.split(",")):
-                runs.append(run_one(model, cm, seed, args.trials, args.work_root))
+    load_start = loadavg()
+    for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run compares all arms
+        for model in args.models.split(","):
+            for cm in args.cost_models.split(","):
+                runs.append(run_one(model, cm, seed, args.trials, args.work_root, extra))
     summary = summarize(runs)
-    meta = {"trials": args.trials, "wall_s": time.time() - t0, "loadavg": loadavg(), "quick": args.quick}
+    meta = {"trials": args.trials, "wall_s": time.time() - t0, "loadavg_start": load_start, "loadavg_end": loadavg(),
+            "quick": args.quick, "command": " ".join(["python", "experiments/tuning_efficiency/run.py", *(argv or sys.argv[1:])])}
     os.makedirs(args.out, exist_ok=True)
     write_json(os.path.join(args.out, "tuning_efficiency.json"), {"meta": meta, "summary": summary, "runs": runs})
     with open(os.path.join(args.out, "README.md"), "w") as f:
