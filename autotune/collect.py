@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--random-fraction", type=float, default=0.5, help="share of random samples per visit")
     p.add_argument("--max-tasks", type=int, default=None, help="only the first N tasks of the pool")
     p.add_argument("--only-models", default=None, help="keep only tasks tagged with these models")
+    p.add_argument("--same-tasks-as", default=None,
+                   help="another dataset folder: only its measured tasks (e.g. a transfer set for new hardware)")
     p.add_argument("--time-limit", type=float, default=None, help="stop after this many hours")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rpc-tracker", default=None, help="host:port of a TVM RPC tracker")
@@ -57,6 +59,7 @@ def _main(args) -> int:
     from autotune.tune import _rpc_settings
     from autotune.tvmrt.target import parse_target
 
+    only_keys = _tasks_of(args.same_tasks_as) if args.same_tasks_as else None
     rpc = _rpc_settings(args)
     target = parse_target(args.target)
     from autotune.tvmrt.target import target_json
@@ -87,13 +90,26 @@ def _main(args) -> int:
         collector.run(
             programs_per_task=args.programs_per_task, pass_size=args.pass_size,
             random_fraction=args.random_fraction, max_tasks=args.max_tasks,
-            only_models=args.only_models.split(",") if args.only_models else None,
+            only_models=args.only_models.split(",") if args.only_models else None, only_keys=only_keys,
             deadline=time.time() + args.time_limit * 3600 if args.time_limit else None,
         )
     finally:
         collector.close()
     logger.info("dataset %s: %s", args.out, json.dumps(collector.writer.manifest.get("counts")))
     return 0
+
+
+def _tasks_of(root: str) -> set[str]:
+    from autotune.data.store import DatasetError, read_records
+
+    try:
+        table = read_records(root, valid_only=True)
+    except (DatasetError, FileNotFoundError, OSError) as err:
+        raise UserError(f"--same-tasks-as: {root} is not a readable dataset ({err})") from None
+    keys = set(table.column("task_key").to_pylist())
+    if not keys:
+        raise UserError(f"--same-tasks-as: {root} has no measured tasks")
+    return keys
 
 
 def fingerprint_extras() -> dict:

@@ -78,8 +78,11 @@ class Collector:
         return measured
 
     def run(self, programs_per_task: int, pass_size: int = 32, random_fraction: float = 0.5,
-            max_tasks: int | None = None, only_models=None, deadline: float | None = None) -> None:
+            max_tasks: int | None = None, only_models=None, deadline: float | None = None,
+            only_keys: set[str] | None = None) -> None:
         tasks = list(self.writer.known_tasks().values())
+        if only_keys is not None:
+            tasks = [t for t in tasks if t["key"] in only_keys]
         if only_models:
             tasks = [t for t in tasks if any(m in only_models for m in t["models"])]
         tasks.sort(key=lambda t: (t["source"] != "zoo", -t["flops"] * t["weight"]))

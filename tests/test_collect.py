@@ -106,3 +106,33 @@ def test_sigterm_stops_after_the_batch_and_records_the_run(tmp_path):
     assert manifest["collection_runs"] and manifest["collection_runs"][-1]["programs"] >= 4
     assert manifest["counts"]["records"] == read_records(out).num_rows
     assert not open(os.path.join(out, "journal.jsonl")).read().strip()  # compacted into a shard
+
+
+def test_transfer_set_on_another_target_keeps_the_same_tasks(tmp_path, cli):
+    """--same-tasks-as: a second target (x86-64-v2, 1 core) measures only the tasks of a reference dataset."""
+    from autotune.data.store import DatasetWriter
+
+    ref = str(tmp_path / "ref")
+    pool = str(tmp_path / "pool")
+    res = cli(*CMD[1:], "--out", pool, "--programs-per-task", "1", "--max-tasks", "1", timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    keys = sorted(read_tasks(pool))
+    assert len(keys) >= 3
+    wanted = keys[1]  # a reference dataset that measured one task of the pool
+    fp = {"hardware_id": "cpu-ref-2c", "target": {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}}
+    w = DatasetWriter(ref, fp)
+    w.append([{"task_key": wanted, "workload_hash": wanted, "trace": "[]", "run_secs": [1e-3], "status": "ok",
+               "error": "", "sampler": "random", "hardware_id": "cpu-ref-2c", "timestamp": 1.0}])
+    w.close()
+    out = str(tmp_path / "v2")
+    target = '{"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 1}'
+    res = cli(*CMD[1:], "--out", out, "--target", target, "--programs-per-task", "2", "--same-tasks-as", ref,
+              timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    table = read_records(out)
+    assert set(table.column("task_key").to_pylist()) == {wanted} and table.num_rows == 2
+    manifest = read_manifest(out)
+    assert manifest["hardware"]["target"]["mcpu"] == "x86-64-v2"
+    assert manifest["hardware"]["hardware_id"].endswith("-1c")
+    res = cli(*CMD[1:], "--out", str(tmp_path / "bad"), "--same-tasks-as", str(tmp_path / "nope"))
+    assert res.returncode == 2 and "--same-tasks-as" in res.stderr and "Traceback" not in res.stderr
