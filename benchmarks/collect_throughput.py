@@ -1,0 +1,113 @@
+"""Collection throughput, local runner vs TVM RPC runner, side by side on the same tasks.
+
+    python benchmarks/collect_throughput.py                  # 4 tasks x 32 programs per arm
+    python benchmarks/collect_throughput.py --tasks 2 --programs 16
+
+Each arm runs ``python -m autotune.collect`` into a fresh folder on the same first tasks of the
+pool (mobilenet_v2's, the heaviest first); the RPC arm starts a tracker and one server on this
+machine (what a measurement farm of one looks like; a real farm adds network time). Programs per
+hour and the build/run split come from each dataset's manifest (``collection_runs``). Writes
+benchmarks/results/collect_throughput.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from autotune.cli import loadavg, versions, write_json  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_farm(key: str):
+    port, server_port = _free_port(), _free_port()
+    py = sys.executable
+    procs = [subprocess.Popen([py, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
+                               "--port-end", str(port + 20)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    time.sleep(2)
+    procs.append(subprocess.Popen([py, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", key,
+                                   "--host", "127.0.0.1", "--port", str(server_port), "--port-end",
+                                   str(server_port + 20)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    from tvm import rpc
+
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if rpc.connect_tracker("127.0.0.1", port).summary()["queue_info"].get(key, {}).get("free"):
+                return f"127.0.0.1:{port}", procs
+        except (RuntimeError, OSError, KeyError):
+            pass
+        time.sleep(1)
+    raise RuntimeError("RPC server did not register")
+
+
+def _arm(name: str, out: str, args, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "autotune.collect", "--out", out, "--models", args.model, "--synthetic", "0",
+           "--max-tasks", str(args.tasks), "--programs-per-task", str(args.programs), "--pass-size",
+           str(args.programs), *extra]
+    t0 = time.time()
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{name}: {res.stderr[-2000:]}")
+    with open(os.path.join(out, "manifest.json")) as f:
+        manifest = json.load(f)
+    run = manifest["collection_runs"][-1]
+    return {"arm": name, "programs": run["programs"], "valid": manifest["counts"]["valid"],
+            "wall_s": run["wall_s"], "process_s": time.time() - t0, "build_s": run["build_s"], "run_s": run["run_s"],
+            "programs_per_hour": run["programs_per_hour"], "measured_via": manifest["hardware"]["measured_via"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="mobilenet_v2")
+    ap.add_argument("--tasks", type=int, default=4)
+    ap.add_argument("--programs", type=int, default=32)
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="collect-throughput-")
+    load_start = loadavg()
+    rows = [_arm("local", os.path.join(tmp, "local"), args, [])]
+    addr, procs = _start_farm("bench")
+    try:
+        rows.append(_arm("rpc (tracker + 1 server, localhost)", os.path.join(tmp, "rpc"), args,
+                         ["--rpc-tracker", addr, "--rpc-key", "bench"]))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
+    res = {"model": args.model, "tasks": args.tasks, "programs_per_task": args.programs, "rows": rows,
+           "loadavg_start": load_start, "loadavg_end": loadavg(), "versions": versions(),
+           "command": "python benchmarks/collect_throughput.py " + " ".join(argv or sys.argv[1:])}
+    os.makedirs(args.out, exist_ok=True)
+    write_json(os.path.join(args.out, "collect_throughput.json"), res)
+    lines = [f"Collection throughput on {args.model}'s first {args.tasks} tasks x {args.programs} programs, one arm "
+             f"after the other; load {load_start} -> {res['loadavg_end']}. `{res['command']}`", "",
+             "| arm | programs (valid) | wall (s) | build (s) | run (s) | programs/hour |", "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['arm']} | {r['programs']} ({r['valid']}) | {r['wall_s']:.0f} | {r['build_s']:.0f} | "
+                     f"{r['run_s']:.0f} | {r['programs_per_hour']:.0f} |")
+    with open(os.path.join(args.out, "collect_throughput.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
