@@ -26,12 +26,16 @@ from autotune.tvmrt.database import to_py  # noqa: E402
 logger = logging.getLogger(__name__)
 
 
-def candidates_to_batch(context, candidates, extractor) -> ProgramBatch:
+def candidates_to_batch(context, candidates, extractor, traces: bool = True) -> ProgramBatch:
+    """Per-store features (+ trace tokens when ``traces``: serializing a trace costs ~5 ms, more than
+    its features, so models that do not read traces skip it)."""
     feats = [f.numpy().astype(np.float32) for f in extractor.extract_from(context, candidates)]
     offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in feats])]).astype(np.int64)
-    traces = [to_py(c.sch.trace.as_json(remove_postproc=False)) for c in candidates]
     store = np.concatenate(feats) if feats else np.zeros((0, 164), np.float32)
-    return ProgramBatch.from_traces(traces, store, offsets)
+    if not traces:
+        return ProgramBatch.from_store(store, offsets)
+    return ProgramBatch.from_traces([to_py(c.sch.trace.as_json(remove_postproc=False)) for c in candidates],
+                                    store, offsets)
 
 
 @derived_object
@@ -66,7 +70,8 @@ class LearnedCostModel(PyCostModel):
                 keep.append(i)
         if not keep:
             return
-        batch = candidates_to_batch(context, [candidates[i] for i in keep], self.extractor)
+        batch = candidates_to_batch(context, [candidates[i] for i in keep], self.extractor,
+                                    traces=self.learner.uses_traces)
         self.learner.add(str(context.task_name), batch, np.asarray(lat))
         self.calls["learned"] += len(keep)
 
@@ -75,5 +80,5 @@ class LearnedCostModel(PyCostModel):
         self.calls["predicted"] += len(candidates)
         if not candidates:
             return np.zeros(0)
-        batch = candidates_to_batch(context, candidates, self.extractor)
+        batch = candidates_to_batch(context, candidates, self.extractor, traces=self.learner.uses_traces)
         return self.learner.predict(str(context.task_name), batch)

@@ -34,6 +34,7 @@ class CostModel(ABC):
     """Base class; subclasses implement ``_fit``, ``_predict``, ``_state`` and ``_restore``."""
 
     name: str = "base"
+    uses_traces: bool = True  # False: predict reads only the per-store features (callers may skip traces)
 
     def get_params(self) -> dict:
         import inspect

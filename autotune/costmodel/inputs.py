@@ -134,6 +134,14 @@ class ProgramBatch:
                             self.store_feats[rows], offsets)
 
     @classmethod
+    def from_store(cls, store_feats: np.ndarray, offsets: np.ndarray) -> ProgramBatch:
+        """Programs without their traces (for models that read only the per-store features): every
+        sequence is one padding token."""
+        n = len(offsets) - 1
+        return cls(np.zeros((n, 1), np.int64), np.zeros((n, 1, NUM_DIM), np.float32), np.zeros(n, np.int64),
+                   np.asarray(store_feats, np.float32), np.asarray(offsets, np.int64))
+
+    @classmethod
     def from_traces(cls, traces: list, store_feats: np.ndarray | None = None,
                     offsets: np.ndarray | None = None) -> ProgramBatch:
         encoded = [encode_trace(t) for t in traces]

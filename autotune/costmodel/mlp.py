@@ -40,6 +40,7 @@ class TensetMLPCostModel(TorchRankerModel):
     """Segment-sum MLP over per-store features (MetaSchedule's ``mlp`` cost model); spread is 0."""
 
     name = "ms-mlp"
+    uses_traces = False
 
     def __init__(
         self,

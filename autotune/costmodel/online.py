@@ -76,6 +76,11 @@ class OnlineLearner:
         self.data: dict[str, list] = {}  # task -> [batches, latencies]
         self.fitted: dict[str, tuple] = {}  # task -> what predict needs
 
+    @property
+    def uses_traces(self) -> bool:
+        """Whether predict/add need the trace tokens (the online models read per-store features only)."""
+        return self.pretrained is not None and self.pretrained.uses_traces and self.mode != "online"
+
     def programs(self, task: str) -> int:
         return sum(len(x) for x in self.data.get(task, [[], []])[1])
 

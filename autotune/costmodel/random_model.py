@@ -9,6 +9,7 @@ from .inputs import ProgramBatch
 
 
 class RandomCostModel(CostModel):
+    uses_traces = False
     name = "random"
 
     def __init__(self, seed: int = 0):

@@ -26,6 +26,8 @@ def _sorted_by_group(groups: np.ndarray):
 
 
 class _XGBBase(CostModel):
+    uses_traces = False
+
     def _state(self, path: str) -> dict:
         self.booster_.save_model(os.path.join(path, "model.ubj"))
         return {"weights": "model.ubj"}
