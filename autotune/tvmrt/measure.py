@@ -104,6 +104,34 @@ def default_evaluator_config(kind: str = "llvm") -> ms.runner.EvaluatorConfig:
     )
 
 
+def alloc_argument_safe(device, args_info, alloc_repeat: int) -> list:
+    """MetaSchedule's argument allocation, except that integer tensors are zero-filled.
+
+    Stock random fill gives index tensors (``take``/gather of embeddings) random values, so the
+    program reads out of bounds and the runner process dies ("Subprocess terminated"): every
+    candidate of such a task failed. Zero is a valid index for any table.
+    """
+    import numpy as np
+    import tvm
+    from tvm.s_tir.meta_schedule.utils import get_global_func_with_default_on_worker
+
+    random_fill = get_global_func_with_default_on_worker("tvm.contrib.random.random_fill_for_measure", None)
+    repeated = []
+    for _ in range(alloc_repeat):
+        args = []
+        for kind, dtype, shape in args_info:
+            if kind != "TENSOR":
+                raise NotImplementedError(f"argument kind {kind}")
+            arr = tvm.runtime.empty(shape=shape, dtype=dtype, device=device)
+            if "int" in str(dtype) or str(dtype) == "bool":
+                arr.copyfrom(np.zeros([int(x) for x in shape], dtype=str(dtype)))
+            else:
+                random_fill(arr)
+            args.append(arr)
+        repeated.append(args)
+    return repeated
+
+
 @dataclass(frozen=True)
 class RPCSettings:
     tracker_host: str
@@ -129,7 +157,7 @@ class LeanLocalRunner(PyRunner):
     def run(self, runner_inputs: list[RunnerInput]) -> list:
         futures = [
             self.pool.submit(
-                _stock_run_worker, None, None, None, self.evaluator_config, 1,
+                _stock_run_worker, alloc_argument_safe, None, None, self.evaluator_config, 1,
                 str(inp.artifact_path), str(inp.device_type),
                 tuple(arg.as_json() for arg in inp.args_info),
             )
