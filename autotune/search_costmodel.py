@@ -42,7 +42,7 @@ def candidates_to_batch(context, candidates, extractor, traces: bool = True) -> 
 class LearnedCostModel(PyCostModel):
     """``online``: how measured programs update the scorer (see autotune.costmodel.online.MODES)."""
 
-    def __init__(self, pretrained: CostModel | None = None, online: str = "blend", min_online: int = 32,
+    def __init__(self, pretrained: CostModel | None = None, online: str = "finetune", min_online: int = 16,
                  online_weight: float = 0.5):
         super().__init__()
         self.pretrained = pretrained

@@ -48,9 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--population", type=int, default=None,
                    help="evolutionary search population per round (default: autotune.tuner.SearchConfig)")
     p.add_argument("--search-iters", type=int, default=None, help="evolutionary search generations per round")
-    p.add_argument("--online-update", default="blend",
-                   help="how a pretrained cost model learns from this run's measurements: blend (with an online "
-                        "XGBoost), finetune (train a copy further), residual (XGBoost on its errors) or none")
+    p.add_argument("--online-update", default="finetune",
+                   help="how a pretrained cost model learns from this run's measurements: finetune (train a copy "
+                        "further on each task's programs, default), blend (rank-average with an online XGBoost), "
+                        "residual (XGBoost on its errors) or none")
     p.add_argument("--cost-model-path", default=None, help="a saved cost model folder (overrides models/)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--input-shape", default=None, help="input shape without batch, e.g. 3,224,224 or 128")

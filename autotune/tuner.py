@@ -137,7 +137,7 @@ def find_pretrained(kind: str, hw_id: str, models_dir: str = "models") -> str | 
 
 
 def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_dir: str = "models",
-                    path: str | None = None, online: str = "blend"):
+                    path: str | None = None, online: str = "finetune"):
     """A MetaSchedule cost model for ``--cost-model``.
 
     ``ms-xgb``: stock MetaSchedule XGBModel (online only). ``xgb``/``seq``/``ms-mlp``: our

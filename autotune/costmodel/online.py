@@ -60,7 +60,7 @@ def concat_batches(batches: list[ProgramBatch]) -> ProgramBatch:
 
 
 class OnlineLearner:
-    def __init__(self, pretrained: CostModel | None, mode: str = "blend", min_online: int = 32,
+    def __init__(self, pretrained: CostModel | None, mode: str = "finetune", min_online: int = 16,
                  online_weight: float = 0.5, finetune_steps: int = 30, online_estimators: int = 60, seed: int = 0):
         if mode not in MODES:
             raise ValueError(f"online mode: unknown {mode!r}; valid: {', '.join(MODES)}")
