@@ -38,9 +38,12 @@ def arm_flags(arm: str) -> list[str]:
     return ["--cost-model", name] + (["--online-update", online] if online else [])
 
 
-def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str, extra: list[str] = ()) -> dict:
+def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str, extra: list[str] = (),
+            run: bool = True) -> dict | None:
     wd = os.path.join(work_root, model, cost_model.replace(":", "-"), f"seed{seed}")
     report_path = os.path.join(wd, "report.json")
+    if not os.path.exists(report_path) and not run:
+        return None
     if not os.path.exists(report_path):  # resumable experiment: finished runs are kept
         cmd = [sys.executable, "-m", "autotune.tune", "--model", model, "--trials", str(trials),
                *arm_flags(cost_model), "--seed", str(seed), "--work-dir", wd, "--skip-untuned",
@@ -171,6 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--trials-per-round", type=int, default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--summarize-only", action="store_true", help="tabulate the finished runs, start none")
     args = ap.parse_args(argv)
     if args.quick:
         args.models, args.cost_models, args.seeds, args.trials = "tiny_mlp", "ms-xgb,online-xgb,optuna", "0", 24
@@ -183,7 +187,9 @@ def main(argv=None) -> int:
     for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run compares all arms
         for model in args.models.split(","):
             for cm in args.cost_models.split(","):
-                runs.append(run_one(model, cm, seed, args.trials, args.work_root, extra))
+                res = run_one(model, cm, seed, args.trials, args.work_root, extra, run=not args.summarize_only)
+                if res is not None:
+                    runs.append(res)
     summary = summarize(runs)
     meta = {"trials": args.trials, "wall_s": time.time() - t0, "loadavg_start": load_start, "loadavg_end": loadavg(),
             "quick": args.quick, "command": " ".join(["python", "experiments/tuning_efficiency/run.py", *(argv or sys.argv[1:])])}
