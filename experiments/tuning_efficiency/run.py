@@ -4,11 +4,14 @@
     python experiments/tuning_efficiency/run.py --quick         # CI: tiny_mlp, 2 cost models, 1 seed
 
 Every run is ``python -m autotune.tune`` in a fresh process (same budget, same search settings).
-The curve of a run is the estimated end-to-end latency after each measured batch:
-sum over tasks of weight x best latency so far (a task not measured yet counts with its first
-measurement). Reported: trials and seconds each cost model needs to reach the baseline's final
-latency (stock MetaSchedule XGB, and our TenSet-MLP), the final curve value and the real
-end-to-end latency of the compiled model. Writes results/*.json, results/README table and PNGs.
+The curve of a run is read from its database, candidate by candidate in the order they were
+measured (within a batch: the search's ranking order): the estimated end-to-end latency if every task
+had been given only its first n candidates (sum over tasks of weight x best of its first n), against
+the trials that takes. This is the per-task-budget view of TenSet's search-time speedup, and it needs
+no "task not measured yet" guess (every task is measured in its first round). Seconds = trials x the
+run's wall time per trial. Reported: trials and seconds each arm needs to reach the baseline's final
+latency (stock MetaSchedule XGB, and the pretrained TenSet-MLP), paired by seed; the final curve value;
+the real end-to-end latency of the compiled model. Writes results/*.json, results/README table and PNGs.
 """
 
 from __future__ import annotations
@@ -55,30 +58,43 @@ def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str,
                     "failed": res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}"}
     with open(report_path) as f:
         report = json.load(f)
-    trials_axis, time_axis, curve = curve_of(report)
+    trials_axis, curve = uniform_curve(task_sequences(wd, report), [t["weight"] for t in report["tasks"]])
+    time_axis = [n * report["per_trial_s"] for n in trials_axis]
     return {"model": model, "cost_model": cost_model, "seed": seed, "trials": trials_axis, "elapsed_s": time_axis,
             "curve_ms": curve, "final_latency_ms": report["latency_ms"]["tvm_tuned"],
             "per_trial_s": report["per_trial_s"], "loadavg": report.get("loadavg")}
 
 
-def curve_of(report: dict):
-    weights = [t["weight"] for t in report["tasks"]]
-    rows = report["history"]["rows"]
-    first: dict[int, float] = {}
-    for _, _, task, best in rows:
-        if best is not None:
-            first.setdefault(task, best)
-    best_now = dict(first)
-    for t in range(len(weights)):
-        best_now.setdefault(t, float("nan"))
-    trials, elapsed, curve = [], [], []
-    for n, sec, task, best in rows:
-        if best is not None:
-            best_now[task] = min(best_now[task], best) if np.isfinite(best_now[task]) else best
-        trials.append(n)
-        elapsed.append(sec)
-        curve.append(sum(w * best_now[t] for t, w in enumerate(weights)) * 1e3)
-    return trials, elapsed, curve
+def task_sequences(wd: str, report: dict) -> list[list[float]]:
+    """Per task (report order): the latency of every measured candidate in the order it was measured
+    (the search's ranking order within a batch); failed candidates count as inf."""
+    with open(os.path.join(wd, "database_workload.json")) as f:
+        shash = [json.loads(line)[0] for line in f if line.strip()]
+    index = {str(int(t["workload_hash"], 16)): i for i, t in enumerate(report["tasks"])}
+    seqs: list[list[float]] = [[] for _ in report["tasks"]]
+    with open(os.path.join(wd, "database_tuning_record.json")) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            widx, rec = json.loads(line)
+            task = index.get(shash[widx])
+            if task is None:
+                continue
+            secs = [float(x) for x in (rec[1] or [])]
+            seqs[task].append(sum(secs) / len(secs) if secs and max(secs) < 1e9 else float("inf"))
+    return seqs
+
+
+def uniform_curve(seqs: list[list[float]], weights: list[float]):
+    """Estimated end-to-end latency (ms) if every task had been given its first n candidates, for n = 1..:
+    sum over tasks of weight x best of its first n; x axis = trials that takes (sum of min(n, len))."""
+    longest = max((len(q) for q in seqs), default=0)
+    trials, curve = [], []
+    for n in range(1, longest + 1):
+        best = [min(q[:n]) if q else float("inf") for q in seqs]
+        trials.append(sum(min(n, len(q)) for q in seqs))
+        curve.append(sum(w * b for w, b in zip(weights, best)) * 1e3)
+    return trials, curve
 
 
 def reach(run: dict, target_ms: float, axis: str) -> float | None:
