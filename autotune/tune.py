@@ -40,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials-per-round", type=int, default=16, help="candidates measured per search round")
     p.add_argument("--work-dir", default=None, help="where the database, logs and report go (default runs/<model>)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cost-model", default="ms-xgb",
-                   help=f"one of: {', '.join(COST_MODELS)} (auto: pretrained xgb for this hardware if present)")
+    p.add_argument("--cost-model", default="auto",
+                   help=f"one of: {', '.join(COST_MODELS)} (auto, the default: our pretrained seq model for this "
+                        "hardware if present, else MetaSchedule's online XGBoost)")
     p.add_argument("--strategy", default="evolutionary",
                    help="search strategy: evolutionary (MetaSchedule's, guided by --cost-model), optuna (TPE over the "
                         "schedule decisions, no cost model) or replay-trace (random)")
@@ -180,11 +181,21 @@ def _tune(args, target, input_shape, measurer, cost_model) -> int:
     )
     report["search"] = dataclasses.asdict(search_config(args))
     report["online_update"] = args.online_update
+    report["cost_model_used"] = describe_cost_model(cost_model)
     report["versions"] = versions()
     report["loadavg_end"] = loadavg()
     write_json(os.path.join(work_dir, "report.json"), report)
     _print_summary(report, work_dir)
     return 0
+
+
+def describe_cost_model(cost_model) -> str:
+    """What ``--cost-model`` resolved to, for the report (``auto`` and fallbacks included)."""
+    learner = getattr(cost_model, "learner", None)
+    if learner is None:
+        return type(cost_model).__name__
+    pre = learner.pretrained
+    return f"pretrained {pre.name} + {learner.mode}" if pre is not None else f"online-only ({learner.mode})"
 
 
 def search_config(args):

@@ -147,14 +147,23 @@ def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_
 
     ``ms-xgb``: stock MetaSchedule XGBModel (online only). ``xgb``/``seq``/``ms-mlp``: our
     pretrained model for this hardware (models/<hardware_id>/<kind>) + online learning.
-    ``online-xgb``: our ranking XGBoost, online only. ``auto``: pretrained xgb if there is one
-    for this hardware, else ms-xgb (and it says so).
+    ``online-xgb``: our ranking XGBoost, online only. ``auto`` (the CLI default): the pretrained
+    sequence model for this hardware if there is one (the best arm of
+    experiments/tuning_efficiency/), else pretrained xgb, else ms-xgb (and it says so).
     """
     from autotune.errors import UserError
 
     if name == "auto":
-        if path or (hw_id and find_pretrained("xgb", hw_id, models_dir)):
-            name = "xgb"
+        found = [k for k in ("seq", "xgb") if hw_id and find_pretrained(k, hw_id, models_dir)]
+        if path:
+            from autotune.costmodel.base import ModelFileError, read_model_meta
+
+            try:
+                name = read_model_meta(path)["kind"]
+            except ModelFileError as err:
+                raise UserError(str(err)) from None
+        elif found:
+            name = found[0]
         else:
             logger.info("no pretrained cost model for %s in %s/: tuning with MetaSchedule's online XGBoost",
                         hw_id, models_dir)

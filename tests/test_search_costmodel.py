@@ -121,3 +121,14 @@ def test_no_pretrained_model_for_this_target_falls_back_to_online(tmp_path, capl
     assert model.pretrained is None  # online only
     text = caplog.text
     assert f"no pretrained xgb model for {hw}" in text and "cpu-skylake-avx512-8c" in text and "online-only" in text
+
+
+def test_auto_picks_the_pretrained_seq_model_else_stock(tmp_path, pretrained):
+    from autotune.tune import describe_cost_model
+    from autotune.tuner import make_cost_model
+
+    models_dir, hw = pretrained
+    model = make_cost_model("auto", 2, hw_id=hw, models_dir=str(models_dir))
+    assert describe_cost_model(model) == "pretrained seq + finetune"
+    stock = make_cost_model("auto", 2, hw_id=hw, models_dir=str(tmp_path / "empty"))
+    assert describe_cost_model(stock) == "XGBModel"
