@@ -10,7 +10,7 @@ DATASET ?= datasets/cpu-znver3-2c
 PROGRAMS ?= 100
 
 .PHONY: setup tune test test-fast lint bench clean-venv collect features train-costmodel tune-costmodel-hparams \
-	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update
+	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer
 
 setup: $(VENV_STAMP)
 
@@ -43,6 +43,11 @@ bench: setup
 # Measure programs into a dataset (hours; resumable: rerun to continue).
 collect: setup
 	$(PY) -m autotune.collect --out $(DATASET) --programs-per-task $(PROGRAMS)
+
+# The transfer set: same CPU, baseline x86-64-v2 ISA (no AVX2/FMA), 1 core, the main dataset's tasks.
+collect-transfer: setup
+	$(PY) -m autotune.collect --out datasets/cpu-x86-64-v2-1c --target '{"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 1}' \
+		--same-tasks-as $(DATASET) --programs-per-task 32 --pass-size 16
 
 features: setup
 	$(PY) -m autotune.data.features $(DATASET)
