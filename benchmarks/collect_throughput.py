@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,34 +26,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from autotune.cli import loadavg, versions, write_json  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_farm(key: str):
-    port, server_port = _free_port(), _free_port()
-    py = sys.executable
-    procs = [subprocess.Popen([py, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
-                               "--port-end", str(port + 20)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    time.sleep(2)
-    procs.append(subprocess.Popen([py, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", key,
-                                   "--host", "127.0.0.1", "--port", str(server_port), "--port-end",
-                                   str(server_port + 20)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    from tvm import rpc
-
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if rpc.connect_tracker("127.0.0.1", port).summary()["queue_info"].get(key, {}).get("free"):
-                return f"127.0.0.1:{port}", procs
-        except (RuntimeError, OSError, KeyError):
-            pass
-        time.sleep(1)
-    raise RuntimeError("RPC server did not register")
+from autotune.tvmrt.farm import local_farm  # noqa: E402
 
 
 def _arm(name: str, out: str, args, extra: list[str]) -> dict:
@@ -83,14 +55,11 @@ def main(argv=None) -> int:
     tmp = tempfile.mkdtemp(prefix="collect-throughput-")
     load_start = loadavg()
     rows = [_arm("local", os.path.join(tmp, "local"), args, [])]
-    addr, procs = _start_farm("bench")
     try:
-        rows.append(_arm("rpc (tracker + 1 server, localhost)", os.path.join(tmp, "rpc"), args,
-                         ["--rpc-tracker", addr, "--rpc-key", "bench"]))
+        with local_farm("bench") as addr:
+            rows.append(_arm("rpc (tracker + 1 server, localhost)", os.path.join(tmp, "rpc"), args,
+                             ["--rpc-tracker", addr, "--rpc-key", "bench"]))
     finally:
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
     res = {"model": args.model, "tasks": args.tasks, "programs_per_task": args.programs, "rows": rows,
            "loadavg_start": load_start, "loadavg_end": loadavg(), "versions": versions(),

@@ -2,10 +2,6 @@
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -14,45 +10,13 @@ from autotune.data.store import read_manifest, read_records
 pytestmark = pytest.mark.tvm
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _registered(port: int, key: str) -> bool:
-    from tvm import rpc
-
-    try:
-        summary = rpc.connect_tracker("127.0.0.1", port).summary()
-    except (RuntimeError, OSError):
-        return False
-    return summary.get("queue_info", {}).get(key, {}).get("free", 0) > 0
-
-
 @pytest.fixture(scope="module")
 def tracker():
-    port, key = _free_port(), "autotune-test"
-    procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
-                               str(port), "--port-end", str(port + 20)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    time.sleep(2)
-    server_port = _free_port()
-    procs.append(subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}",
-                                   "--key", key, "--host", "127.0.0.1", "--port", str(server_port),
-                                   "--port-end", str(server_port + 20)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    try:
-        deadline = time.time() + 60
-        while not _registered(port, key):
-            assert time.time() < deadline, "RPC server did not register with the tracker"
-            assert all(p.poll() is None for p in procs), "tracker or server exited"
-            time.sleep(1)
-        yield f"127.0.0.1:{port}", key
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=30)
+    from autotune.tvmrt.farm import local_farm
+
+    key = "autotune-test"
+    with local_farm(key) as addr:
+        yield addr, key
 
 
 def test_collect_through_rpc(tmp_path, cli, tracker):
