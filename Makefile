@@ -9,7 +9,7 @@ TARGET ?= llvm
 DATASET ?= datasets/cpu-znver3-2c
 PROGRAMS ?= 100
 
-.PHONY: setup tune test test-fast lint bench clean-venv collect features train-costmodel tune-costmodel-hparams \
+.PHONY: setup tune test test-fast lint bench clean-venv collect gpu-bundle features train-costmodel tune-costmodel-hparams \
 	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer
 
 setup: $(VENV_STAMP)
@@ -48,6 +48,14 @@ collect: setup
 collect-transfer: setup
 	$(PY) -m autotune.collect --out datasets/cpu-x86-64-v2-1c --target '{"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 1}' \
 		--same-tasks-as $(DATASET) --programs-per-task 32 --pass-size 16
+
+# CUDA data for a lent GPU: compile sm_90 programs here (no GPU needed), pack them; on the GPU machine
+# (carry gpu_bundle.tar.xz; it brings its own tvm_ffi wheel and TVM runtime libraries) run
+#   python3 -m autotune.gpu_measure gpu_bundle.tar.xz --out $$OUT --time-limit 480
+# then: $(PY) -m autotune.gpu_bundle ingest gpu_bundle RESULTS.jsonl --out datasets/cuda-sm_90
+gpu-bundle: setup
+	$(PY) -m autotune.gpu_bundle build --tasks-from $(DATASET) --programs-per-task 16 --out gpu_bundle
+	$(PY) -m autotune.gpu_bundle pack gpu_bundle
 
 features: setup
 	$(PY) -m autotune.data.features $(DATASET)

@@ -8,6 +8,10 @@ import sys
 
 sys.modules.setdefault("torch", None)  # type: ignore[assignment]
 
+from autotune.tvmrt.cuda_build import load_stub_if_requested  # noqa: E402
+
+load_stub_if_requested()  # CUDA builds on a machine without a GPU (cuda_build.py)
+
 from autotune.tvmrt.startup import fast_start  # noqa: E402
 
 fast_start("llvm")

@@ -39,7 +39,8 @@ def _build_and_export(mod, target, link_shared: bool) -> str:
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    rt_mod = tvm_build(mod, target=target)
+    with target:  # TVM's CUDA compile callback reads the arch (sm_90) from the current target
+        rt_mod = tvm_build(mod, target=target)
     out_dir = tempfile.mkdtemp(prefix="autotune_build_")
     if link_shared:
         path = os.path.join(out_dir, "candidate.so")

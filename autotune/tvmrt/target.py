@@ -120,6 +120,8 @@ def parse_target(spec: str | dict, num_cores: int | None = None):
     else:
         _check_cuda_usable(tvm)
         config.setdefault("arch", cuda_arch(tvm))
+        for key, value in cuda_limits(tvm).items():
+            config.setdefault(key, value)
     try:
         return tvm.target.Target(config)
     except Exception as err:  # TVM raises ValueError/TVMError with multi-line text
@@ -133,6 +135,28 @@ def cuda_arch(tvm) -> str:
         major, _, minor = str(dev.compute_version).partition(".")
         return f"sm_{major}{minor}"
     return "sm_90"
+
+
+# MetaSchedule's CUDA rules (AutoBind, MultiLevelTiling, CrossThreadReduction) need these target
+# attributes; a bare {"kind": "cuda"} has none. Values of TVM's "nvidia/nvidia-h100" tag (the H200 is
+# the same SM 9.0 chip), used when no GPU is visible (building on a CPU machine for a GPU elsewhere).
+_SM90_LIMITS = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152,
+                "registers_per_block": 65536, "thread_warp_size": 32, "max_num_threads": 1024,
+                "l2_cache_size_bytes": 52428800}
+
+
+def cuda_limits(tvm) -> dict:
+    """Thread/shared-memory limits of the visible GPU, else the SM 9.0 (H100/H200) values."""
+    try:
+        dev = tvm.cuda(0)
+        if dev.exist:
+            return {"max_threads_per_block": int(dev.max_threads_per_block),
+                    "max_shared_memory_per_block": int(dev.max_shared_memory_per_block),
+                    "thread_warp_size": int(dev.warp_size), "max_num_threads": int(dev.max_threads_per_block),
+                    "registers_per_block": 65536}
+    except Exception:  # noqa: BLE001 - no driver: fall back to the SM 9.0 values
+        pass
+    return dict(_SM90_LIMITS)
 
 
 def _check_cuda_usable(tvm) -> None:
