@@ -29,5 +29,9 @@ def test_pairwise_accuracy_hand_computed():
     # task 0 scores order (1,3,2): pairs (1,2) right, (1,3) right, (2,3) wrong; task 1 right -> 3/4
     score = np.array([3.0, 1.0, 2.0, 1.0, 0.0])
     assert pairwise_accuracy(lat, score, groups) == pytest.approx(3 / 4)
+    # a constant score ties every pair: one half each, not wrong
+    assert pairwise_accuracy(lat, np.zeros(5), groups) == pytest.approx(0.5)
+    # task 0: scores (2, 2, 1) -> pair (1,2) tied (1/2), (1,3) right, (2,3) right; task 1 tied (1/2) -> 3/4
+    assert pairwise_accuracy(lat, np.array([2.0, 2.0, 1.0, 7.0, 7.0]), groups) == pytest.approx(3 / 4)
     # ties in latency are not counted
     assert np.isnan(pairwise_accuracy(np.array([1.0, 1.0]), np.array([0.0, 1.0]), np.array([0, 0])))

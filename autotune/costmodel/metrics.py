@@ -27,7 +27,9 @@ def top_k_score(latency: np.ndarray, score: np.ndarray, groups: np.ndarray, weig
 
 
 def pairwise_accuracy(latency: np.ndarray, score: np.ndarray, groups: np.ndarray) -> float:
-    """Share of program pairs within a task (different latency) that the score orders correctly."""
+    """Share of program pairs within a task (different latency) that the score orders correctly; a pair
+    the score ties counts one half (a coin flip would order it), not as wrong: a model that cannot tell
+    a task's programs apart scores 0.5 there, not 0."""
     right = total = 0
     for g in np.unique(groups):
         m = groups == g
@@ -36,7 +38,7 @@ def pairwise_accuracy(latency: np.ndarray, score: np.ndarray, groups: np.ndarray
         ds = sc[:, None] - sc[None, :]
         valid = dl > 0
         total += int(valid.sum())
-        right += int(((ds < 0) & valid).sum())
+        right += int(((ds < 0) & valid).sum()) + 0.5 * int(((ds == 0) & valid).sum())
     return right / total if total else float("nan")
 
 
