@@ -49,6 +49,7 @@ class LearnedCostModel(PyCostModel):
         self.learner = OnlineLearner(pretrained, mode=online, min_online=min_online, online_weight=online_weight)
         self.extractor = ms.feature_extractor.PerStoreFeature()
         self.calls = {"predict": 0, "update": 0, "predicted": 0, "learned": 0}
+        self.pretrained_card: dict | None = None  # set by make_cost_model: which trained model this is
 
     @property
     def online_mode(self) -> str:

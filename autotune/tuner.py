@@ -209,7 +209,20 @@ def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_
     except ModelFileError as err:
         raise UserError(str(err)) from None
     logger.info("cost model: pretrained %s from %s, updated online (%s)", name, path, online)
-    return LearnedCostModel(pretrained=model, online=online)
+    learned = LearnedCostModel(pretrained=model, online=online)
+    learned.pretrained_card = pretrained_card(path)
+    return learned
+
+
+def pretrained_card(path: str) -> dict:
+    """Which trained model a run used (for reports: results made with an older model are stale)."""
+    card_path = os.path.join(path, "card.json")
+    card = {}
+    if os.path.exists(card_path):
+        with open(card_path, encoding="utf-8") as f:
+            card = json.load(f)
+    return {"path": path, "kind": card.get("kind"), "trained": card.get("trained"),
+            "git_commit": card.get("git_commit"), "dataset_manifest_sha256": card.get("dataset_manifest_sha256")}
 
 
 def tune(

@@ -45,6 +45,10 @@ def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str,
             run: bool = True) -> dict | None:
     wd = os.path.join(work_root, model, cost_model.replace(":", "-"), f"seed{seed}")
     report_path = os.path.join(wd, "report.json")
+    stale = stale_reason(report_path, cost_model)
+    if stale and run:  # made with an older pretrained model: keep it aside, measure again
+        os.replace(wd, f"{wd}.stale-{int(time.time())}")
+        print(f"{model} {cost_model} seed {seed}: rerun ({stale})", flush=True)
     if not os.path.exists(report_path) and not run:
         return None
     if not os.path.exists(report_path):  # resumable experiment: finished runs are kept
@@ -63,6 +67,29 @@ def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str,
     return {"model": model, "cost_model": cost_model, "seed": seed, "trials": trials_axis, "elapsed_s": time_axis,
             "curve_ms": curve, "final_latency_ms": report["latency_ms"]["tvm_tuned"],
             "per_trial_s": report["per_trial_s"], "loadavg": report.get("loadavg")}
+
+
+def stale_reason(report_path: str, cost_model: str) -> str | None:
+    """Why a finished run no longer speaks for the current pretrained model (None: still valid)."""
+    name = cost_model.partition(":")[0]
+    if not os.path.exists(report_path) or name not in ("xgb", "xgb-reg", "seq", "ms-mlp", "auto"):
+        return None
+    with open(report_path) as f:
+        report = json.load(f)
+    used = report.get("cost_model_card") or {}
+    tj = report.get("target") or {}
+    hw_id = f"cpu-{tj.get('mcpu')}-{tj.get('num-cores', 1)}c"  # autotune.tvmrt.target.hardware_id, CPU runs
+    card_path = os.path.join(used.get("path") or os.path.join("models", hw_id, name), "card.json")
+    if not os.path.isabs(card_path):
+        card_path = os.path.join(ROOT, card_path)
+    if not os.path.exists(card_path):
+        return None
+    with open(card_path) as f:
+        trained = json.load(f).get("trained")
+    if used.get("trained"):
+        return None if used["trained"] == trained else f"model retrained {trained}, run used {used['trained']}"
+    made = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(report_path)))
+    return f"model retrained {trained} after this run ({made})" if trained and trained > made else None
 
 
 def task_sequences(wd: str, report: dict) -> list[list[float]]:
