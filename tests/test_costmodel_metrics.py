@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from autotune.costmodel.metrics import pairwise_accuracy, top_k_score
+from autotune.costmodel.metrics import pairwise_accuracy, top_k_interval, top_k_score
 
 
 def test_top_k_hand_computed():
@@ -35,3 +35,18 @@ def test_pairwise_accuracy_hand_computed():
     assert pairwise_accuracy(lat, np.array([2.0, 2.0, 1.0, 7.0, 7.0]), groups) == pytest.approx(3 / 4)
     # ties in latency are not counted
     assert np.isnan(pairwise_accuracy(np.array([1.0, 1.0]), np.array([0.0, 1.0]), np.array([0, 0])))
+
+
+def test_top_k_interval_brackets_the_score_and_collapses_when_tasks_agree():
+    lat = np.array([1.0, 2.0, 4.0, 10.0, 20.0, 3.0, 6.0])
+    groups = np.array([0, 0, 0, 1, 1, 2, 2])
+    score = np.array([1.0, 3.0, 2.0, 5.0, 4.0, 0.0, 1.0])  # task 0 picks 2 (of 1), 1 picks 10, 2 picks 6 (of 3)
+    w = {0: 1, 1: 1, 2: 1}
+    point = top_k_score(lat, score, groups, w, 1)
+    assert point == pytest.approx((1 + 10 + 3) / (2 + 10 + 6))
+    lo, hi = top_k_interval(lat, score, groups, w, 1)
+    assert lo <= point <= hi and lo < hi
+    # resampling a single task's bounds: all draws give that task's ratio (here 0.5 for task 0 alone)
+    one = groups == 0
+    lo1, hi1 = top_k_interval(lat[one], score[one], groups[one], w, 1)
+    assert lo1 == pytest.approx(0.5) and hi1 == pytest.approx(0.5)

@@ -35,7 +35,7 @@ def hparams_for(kind: str, hparams_dir: str = HPARAMS_DIR) -> dict:
 
 
 def evaluate(model, data, held_out: dict[str, list[str]]) -> dict:
-    from .metrics import pairwise_accuracy, top_k_score
+    from .metrics import pairwise_accuracy, top_k_interval, top_k_score
 
     out = {}
     for name, keys in held_out.items():
@@ -46,6 +46,7 @@ def evaluate(model, data, held_out: dict[str, list[str]]) -> dict:
         weights = part.weights_for(name)
         out[name] = {
             "top1": top_k_score(part.latency, score, part.groups, weights, 1),
+            "top1_interval90": top_k_interval(part.latency, score, part.groups, weights, 1),
             "top5": top_k_score(part.latency, score, part.groups, weights, 5),
             "pairwise": pairwise_accuracy(part.latency, score, part.groups),
             "programs": len(part),
@@ -159,13 +160,21 @@ def markdown_table(result: dict) -> str:
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in result["rows"]:
         m = r["metrics"]
-        cells = [r["kind"]] + [f"{m[h]['top1']:.3f}" if h in m else "-" for h in held] + \
+        cells = [r["kind"]] + [_top1_cell(m[h]) if h in m else "-" for h in held] + \
             [f"{m[h]['top5']:.3f}" if h in m else "-" for h in held] + \
             [f"{m['mean'][k]:.3f}" if "mean" in m else "-" for k in ("top1", "top5", "pairwise")] + \
             [f"{r['predict_programs_per_s']:.0f}", f"{r['fit_seconds']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
+    lines += ["", "Top-1 cells: the TenSet weighted score, and in brackets its 90% bootstrap interval over the "
+              "model's tasks (tasks resampled; it shows how much the few heaviest tasks' single picks move it).",
+              "Pairwise: share of a task's program pairs ordered right (ties in score count one half).", "",
+              "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
     return "\n".join(lines)
+
+
+def _top1_cell(m: dict) -> str:
+    lo_hi = m.get("top1_interval90")
+    return f"{m['top1']:.3f} [{lo_hi[0]:.2f}–{lo_hi[1]:.2f}]" if lo_hi else f"{m['top1']:.3f}"
 
 
 def _plot(model, data, test_keys, path: str) -> None:
