@@ -62,8 +62,10 @@ features: setup
 
 # Train and compare the cost models on the shipped dataset (held-out models: resnet50,
 # mobilenet_v2, bert_base); writes models/<hardware>/<kind>/ and experiments/costmodel/results/.
+# SEEDS: train every model that many times and report mean ± sd (top-1 moves by tenths between seeds)
+SEEDS ?= 1
 train-costmodel: setup
-	$(PY) -m autotune.costmodel.train --dataset $(DATASET)
+	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS)
 
 tune-costmodel-hparams: setup
 	$(PY) -m autotune.costmodel.hparams --dataset $(DATASET) --models xgb,seq --trials 30

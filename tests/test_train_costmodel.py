@@ -31,6 +31,24 @@ def test_train_costmodel_quick(cli, tmp_path):
         assert (models / hw / kind / "model.json").exists()
     assert "| xgb |" in (results / "comparison.md").read_text()
     assert (results / "pred_vs_measured_xgb.png").stat().st_size > 1000
+    for row in comparison["rows"]:
+        lo, hi = row["metrics"]["tiny"]["top1_interval90"]
+        assert lo <= row["metrics"]["tiny"]["top1"] <= hi
+
+
+def test_train_costmodel_over_seeds(cli, tmp_path):
+    """--seeds N: every model trained N times; mean and spread reported, the first seed's model saved."""
+    res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick",
+              "--models", "xgb,random", "--seeds", "3", "--models-dir", str(tmp_path / "m"),
+              "--results", str(tmp_path / "r"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    comparison = json.loads((tmp_path / "r" / "comparison.json").read_text())
+    for row in comparison["rows"]:
+        over = row["metrics"]["over_seeds"]
+        assert over["n"] == 3 and all(over["sd"][k] >= 0 for k in ("top1", "top5", "pairwise"))
+    random_row = [r for r in comparison["rows"] if r["kind"] == "random"][0]
+    assert random_row["metrics"]["over_seeds"]["sd"]["pairwise"] > 0  # different seeds, different scores
+    assert "over 3 seeds" in (tmp_path / "r" / "comparison.md").read_text()
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -73,6 +73,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models-dir", default="models")
     ap.add_argument("--results", default=os.path.join("experiments", "costmodel", "results"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="train each model this many times (seeds seed..seed+N-1) and report mean and spread; "
+                         "the first seed's model is the one saved")
     ap.add_argument("--quick", action="store_true", help="small models/epochs (CI)")
     args = ap.parse_args(argv)
     return run_main(lambda: _main(args))
@@ -115,6 +118,17 @@ def _main(args) -> int:
         model.fit(train.batch, train.y, train.groups)
         fit_s = time.time() - t0
         metrics = evaluate(model, data, test_keys)
+        if args.seeds > 1 and "seed" in params:
+            runs = [metrics["mean"]]
+            for extra_seed in range(1, args.seeds):
+                other = create(kind, **{**params, "seed": params["seed"] + extra_seed})
+                other.fit(train.batch, train.y, train.groups)
+                runs.append(evaluate(other, data, test_keys)["mean"])
+            metrics["over_seeds"] = {
+                "n": len(runs),
+                "mean": {k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5", "pairwise")},
+                "sd": {k: float(np.std([r[k] for r in runs], ddof=1)) for k in ("top1", "top5", "pairwise")},
+            }
         thr = _throughput(model, test_all.batch)
         out_dir = os.path.join(args.models_dir, hw, kind)
         model.save(out_dir)
@@ -134,7 +148,7 @@ def _main(args) -> int:
         if kind == kinds[0] or kind == "seq":
             _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
     result = {"dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
-              "train_programs": len(train), "held_out": held, "rows": rows, "loadavg": loadavg(),
+              "train_programs": len(train), "held_out": held, "rows": rows, "seeds": args.seeds, "loadavg": loadavg(),
               "git_commit": git_commit(), "quick": args.quick}
     os.makedirs(args.results, exist_ok=True)
     write_json(os.path.join(args.results, "comparison.json"), result)
@@ -152,8 +166,10 @@ def _quick(kind: str) -> dict:
 
 def markdown_table(result: dict) -> str:
     held = result["held_out"]
+    seeds = max((r["metrics"].get("over_seeds", {}).get("n", 1) for r in result["rows"]), default=1)
     head = ["model"] + [f"{m} top-1" for m in held] + [f"{m} top-5" for m in held] + \
-        ["mean top-1", "mean top-5", "mean pairwise", "predict programs/s", "fit s"]
+        ["mean top-1", "mean top-5", "mean pairwise", "predict programs/s", "fit s"] + \
+        ([f"over {seeds} seeds: top-1 / top-5 / pairwise (mean ± sd)"] if seeds > 1 else [])
     lines = [f"# Cost models on {result['hardware_id']} (held-out models: {', '.join(held)})", "",
              f"Train programs: {result['train_programs']}. Dataset manifest sha256 {result['dataset_manifest_sha256'][:12]}, "
              f"commit {str(result['git_commit'])[:10]}, load {result['loadavg']}.", "",
@@ -163,13 +179,20 @@ def markdown_table(result: dict) -> str:
         cells = [r["kind"]] + [_top1_cell(m[h]) if h in m else "-" for h in held] + \
             [f"{m[h]['top5']:.3f}" if h in m else "-" for h in held] + \
             [f"{m['mean'][k]:.3f}" if "mean" in m else "-" for k in ("top1", "top5", "pairwise")] + \
-            [f"{r['predict_programs_per_s']:.0f}", f"{r['fit_seconds']:.0f}"]
+            [f"{r['predict_programs_per_s']:.0f}", f"{r['fit_seconds']:.0f}"] + \
+            ([_seeds_cell(m.get("over_seeds"))] if seeds > 1 else [])
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Top-1 cells: the TenSet weighted score, and in brackets its 90% bootstrap interval over the "
               "model's tasks (tasks resampled; it shows how much the few heaviest tasks' single picks move it).",
               "Pairwise: share of a task's program pairs ordered right (ties in score count one half).", "",
               "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
     return "\n".join(lines)
+
+
+def _seeds_cell(over: dict | None) -> str:
+    if not over:
+        return "-"
+    return " / ".join(f"{over['mean'][k]:.3f} ± {over['sd'][k]:.3f}" for k in ("top1", "top5", "pairwise"))
 
 
 def _top1_cell(m: dict) -> str:
