@@ -132,3 +132,40 @@ def test_auto_picks_the_pretrained_seq_model_else_stock(tmp_path, pretrained):
     assert describe_cost_model(model) == "pretrained seq + finetune"
     stock = make_cost_model("auto", 2, hw_id=hw, models_dir=str(tmp_path / "empty"))
     assert describe_cost_model(stock) == "XGBModel"
+
+
+def test_trace_tokens_from_objects_equal_the_json_path():
+    """Search time reads trace tokens straight from Trace objects; training reads the dataset's JSON
+    traces: both must give the same tokens, on real post-processed candidates (conv, matmul, reduction
+    tasks of the committed test dataset: Split/Reorder/CacheWrite/RFactor/Annotate/... instructions)."""
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from autotune.costmodel.inputs import encode_trace
+    from autotune.data.store import read_tasks
+    from autotune.search_costmodel import encode_trace_object
+    from autotune.taskpool import task_module
+    from autotune.tvmrt.database import to_py
+
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    kinds, checked = set(), 0
+    for task in read_tasks(TEST_DATASET).values():
+        if task["flops"] == 0:
+            continue
+        mod = task_module(task)
+        ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                             search_strategy="replay-trace", task_name=task["name"], num_threads=1, rand_state=1)
+        spaces = ctx.space_generator.generate_design_space(mod)
+        ctx.pre_tuning(max_trials=8, num_trials_per_iter=8, design_spaces=spaces, database=None, cost_model=None)
+        for cand in ctx.search_strategy.generate_measure_candidates() or []:
+            want = encode_trace(to_py(cand.sch.trace.as_json(remove_postproc=False)))
+            got = encode_trace_object(cand.sch.trace)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            kinds.update(inst.kind.name for inst in cand.sch.trace.insts)
+            checked += 1
+    assert checked >= 40
+    assert {"SamplePerfectTile", "Split", "Annotate", "SampleCategorical", "EnterPostproc"} <= kinds

@@ -64,10 +64,16 @@ def encode_trace(trace_json: str | list) -> tuple[np.ndarray, np.ndarray]:
     where the tiling decisions and annotations are)."""
     trace = json.loads(trace_json) if isinstance(trace_json, str) else trace_json
     insts, decisions = trace[0], trace[1] if len(trace) > 1 else []
-    decided = {int(i): d for i, d in decisions}
+    return encode_steps(((inst[0], inst[1], inst[2] if len(inst) > 2 else []) for inst in insts),
+                        {int(i): d for i, d in decisions})
+
+
+def encode_steps(insts, decided: dict) -> tuple[np.ndarray, np.ndarray]:
+    """``encode_trace`` on plain instructions: (kind name, inputs, attrs) per step, where random
+    variables are any non-numeric value (JSON gives their names) and literals are numbers; ``decided``
+    maps step index -> decision. Search-time code feeds it straight from TVM Trace objects."""
     steps = []
-    for idx, inst in enumerate(insts):
-        kind, inputs, attrs = inst[0], inst[1], inst[2] if len(inst) > 2 else []
+    for idx, (kind, inputs, attrs) in enumerate(insts):
         vec = np.zeros(NUM_DIM, dtype=np.float32)
         dec = decided.get(idx)
         if dec is not None:
@@ -144,7 +150,12 @@ class ProgramBatch:
     @classmethod
     def from_traces(cls, traces: list, store_feats: np.ndarray | None = None,
                     offsets: np.ndarray | None = None) -> ProgramBatch:
-        encoded = [encode_trace(t) for t in traces]
+        return cls.from_encoded([encode_trace(t) for t in traces], store_feats, offsets)
+
+    @classmethod
+    def from_encoded(cls, encoded: list, store_feats: np.ndarray | None = None,
+                     offsets: np.ndarray | None = None) -> ProgramBatch:
+        """From ``encode_trace``/``encode_steps`` outputs, one (kinds, numeric) per program."""
         n = len(encoded)
         length = max([len(k) for k, _ in encoded] + [1])
         kinds = np.zeros((n, length), np.int64)
