@@ -216,9 +216,12 @@ def _write_bundle_files(args, chosen: dict, tj: dict, tasks: list[dict], rows: l
     cudart = _find_cudart()  # the CUDA 13 runtime libtvm_runtime_cuda links (the device may not have it on its path)
     if cudart:
         shutil.copy2(cudart, os.path.join(rt_dir, "libcudart.so.13"))
+    from autotune.data.store import read_tasks
+
+    every = {**read_tasks(args.tasks_from), **{t["key"]: t for t in tasks}}  # rows of earlier runs too
+    used = {r["task_key"] for r in rows}
     with open(os.path.join(args.out, "tasks.jsonl"), "w", encoding="utf-8") as f:
-        used = {r["task_key"] for r in rows}
-        f.writelines(json.dumps(t) + "\n" for t in tasks if t["key"] in used)
+        f.writelines(json.dumps(every[k]) + "\n" for k in sorted(used) if k in every)
     wheels = None
     if not args.no_wheels:
         wheels = _fetch_ffi_wheel(os.path.join(args.out, "wheels"), tvm_ffi.__version__)
