@@ -89,12 +89,14 @@ def test_time_module_times_a_real_kernel_with_tvm_time_evaluator(tmp_path):
 
     from autotune.gpu_measure import time_module
 
+    def axpb(n):
+        a = te.placeholder((n,), name="a")
+        return [a, te.compute((n,), lambda i: a[i] * 2.0 + 1.0, name="b")]
+
     secs = {}
     for n in (1 << 12, 1 << 18):
-        a = te.placeholder((n,), name="a")
-        b = te.compute((n,), lambda i, a=a: a[i] * 2.0 + 1.0, name="b")
         path = str(tmp_path / f"k{n}.so")
-        tvm.compile(tvm.IRModule({"main": te.create_prim_func([a, b])}), target="llvm").export_library(path)
+        tvm.compile(tvm.IRModule({"main": te.create_prim_func(axpb(n))}), target="llvm").export_library(path)
         mod = tvm_ffi.load_module(path)
         x = np.random.rand(n).astype("float32")
         args = [tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(np.zeros(n, "float32"))]
