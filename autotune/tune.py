@@ -183,6 +183,9 @@ def _tune(args, target, input_shape, measurer, cost_model) -> int:
     report["online_update"] = args.online_update
     report["cost_model_used"] = describe_cost_model(cost_model)
     report["cost_model_card"] = getattr(cost_model, "pretrained_card", None)
+    from autotune.tvmrt.target import hardware_id
+
+    report["hardware_id"] = hardware_id(target)
     report["versions"] = versions()
     report["loadavg_end"] = loadavg()
     write_json(os.path.join(work_dir, "report.json"), report)

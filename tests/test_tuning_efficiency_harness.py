@@ -40,3 +40,17 @@ def test_old_reports_without_a_card_are_judged_by_time(tmp_path):
     assert te.stale_reason(report, "xgb") is None
     _write(str(model_dir / "card.json"), {"kind": "xgb", "trained": "2999-01-01T00:00:00Z"})
     assert made in te.stale_reason(report, "xgb")
+
+
+def test_the_card_is_found_through_the_reports_hardware_id(tmp_path, monkeypatch):
+    # a report without the card's path: the card is looked up under models/<hardware_id>/<kind>
+    monkeypatch.setattr(te, "ROOT", str(tmp_path))
+    _write(str(tmp_path / "models" / "cuda-sm_90" / "seq" / "card.json"),
+           {"kind": "seq", "trained": "2026-12-02T19:00:00Z"})
+    report = str(tmp_path / "run" / "report.json")
+    _write(report, {"target": {"kind": "cuda", "arch": "sm_90"}, "hardware_id": "cuda-sm_90",
+                    "cost_model_card": {"trained": "2026-12-02T18:00:00Z"}})
+    assert "retrained" in te.stale_reason(report, "seq")
+    _write(report, {"target": {"kind": "cuda", "arch": "sm_90"},  # old report: CPU-style id, no card there
+                    "cost_model_card": {"trained": "2026-12-02T18:00:00Z"}})
+    assert te.stale_reason(report, "seq") is None

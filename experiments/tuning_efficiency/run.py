@@ -77,8 +77,10 @@ def stale_reason(report_path: str, cost_model: str) -> str | None:
     with open(report_path) as f:
         report = json.load(f)
     used = report.get("cost_model_card") or {}
-    tj = report.get("target") or {}
-    hw_id = f"cpu-{tj.get('mcpu')}-{tj.get('num-cores', 1)}c"  # autotune.tvmrt.target.hardware_id, CPU runs
+    hw_id = report.get("hardware_id")
+    if hw_id is None:  # reports from before report.json recorded it (CPU runs only)
+        tj = report.get("target") or {}
+        hw_id = f"cpu-{tj.get('mcpu')}-{tj.get('num-cores', 1)}c"
     card_path = os.path.join(used.get("path") or os.path.join("models", hw_id, name), "card.json")
     if not os.path.isabs(card_path):
         card_path = os.path.join(ROOT, card_path)
