@@ -54,3 +54,26 @@ def test_the_card_is_found_through_the_reports_hardware_id(tmp_path, monkeypatch
     _write(report, {"target": {"kind": "cuda", "arch": "sm_90"},  # old report: CPU-style id, no card there
                     "cost_model_card": {"trained": "2026-12-02T18:00:00Z"}})
     assert te.stale_reason(report, "seq") is None
+
+
+def _run(cm, seed, curve, per_trial=1.0):
+    trials = list(range(1, len(curve) + 1))
+    return {"model": "m", "cost_model": cm, "seed": seed, "trials": trials, "curve_ms": curve,
+            "elapsed_s": [t * per_trial for t in trials], "final_latency_ms": curve[-1], "per_trial_s": per_trial}
+
+
+def test_speedups_are_paired_by_seed_and_hand_computed():
+    runs = [_run("ms-xgb", 0, [9, 8, 6, 5]),        # reaches its final 5 at trial 4
+            _run("seq", 0, [6, 5, 4, 4], 2.0),      # reaches 5 at trial 2: 2x fewer trials, same seconds
+            _run("ms-xgb", 1, [9, 3, 3, 3]),        # final 3 at trial 2
+            _run("seq", 1, [8, 7, 6, 4])]           # never reaches 3
+    row = te.summarize(runs, baselines=("ms-xgb",))["m"]["seq"]
+    assert row["per_seed_speedup_trials_vs_ms-xgb"] == {0: 2.0, 1: None}
+    assert row["reached_ms-xgb_final"] == "1/2"
+    assert row["speedup_trials_vs_ms-xgb"] is None  # not reached on every seed: no aggregate claim
+    assert abs(row["final_ratio_vs_ms-xgb"] - ((4 / 5) * (4 / 3)) ** 0.5) < 1e-12
+    base = te.summarize(runs, baselines=("ms-xgb",))["m"]["ms-xgb"]
+    assert base["speedup_trials_vs_ms-xgb"] == 1.0 and base["final_ratio_vs_ms-xgb"] == 1.0
+    both = te.summarize(runs[:2], baselines=("ms-xgb",))["m"]["seq"]
+    assert both["speedup_trials_vs_ms-xgb"] == 2.0 and both["speedup_time_vs_ms-xgb"] == 1.0
+    assert "s1: not reached" in te.markdown(te.summarize(runs, baselines=("ms-xgb",)), {})

@@ -152,19 +152,25 @@ def summarize(runs: list[dict], baselines=("ms-xgb", "ms-mlp")) -> dict:
                 continue
             for cm, row in out[model].items():
                 ours = {r["seed"]: r for r in mine if r["cost_model"] == cm}
-                tr, tm, reached = [], [], 0
-                for seed, b in base_runs.items():  # same seed, same task order: paired
+                tr, tm, reached, per_seed, ratios = [], [], 0, {}, []
+                for seed, b in sorted(base_runs.items()):  # same seed, same task order: paired
                     if seed not in ours:
                         continue
                     target = b["curve_ms"][-1]  # the baseline's final latency (TenSet/TLP "search time speedup")
+                    ratios.append(ours[seed]["curve_ms"][-1] / target)
                     nb, sb = reach(b, target, "trials"), reach(b, target, "elapsed_s")
                     no, so = reach(ours[seed], target, "trials"), reach(ours[seed], target, "elapsed_s")
+                    per_seed[seed] = None if no is None else nb / no
                     if no is None:
                         continue
                     reached += 1
                     tr.append(nb / no)
                     tm.append(sb / so if so else float("nan"))
                 row[f"reached_{base}_final"] = f"{reached}/{len(base_runs)}"
+                # per seed: trials speedup (None: the baseline's final was not reached in the budget)
+                row[f"per_seed_speedup_trials_vs_{base}"] = per_seed
+                # final estimated latency at equal budget / the baseline's, geometric mean over paired seeds
+                row[f"final_ratio_vs_{base}"] = float(np.exp(np.mean(np.log(ratios)))) if ratios else None
                 row[f"speedup_trials_vs_{base}"] = float(np.exp(np.mean(np.log(tr)))) if tr and reached == len(
                     base_runs) else None
                 row[f"speedup_time_vs_{base}"] = float(np.exp(np.nanmean(np.log(tm)))) if tm and reached == len(
@@ -196,16 +202,24 @@ def plot(runs: list[dict], path: str) -> None:
 def markdown(summary: dict, meta: dict) -> str:
     lines = ["# Tuning efficiency", "", f"{meta}", "",
              "| model | arm | seeds | final est. latency (ms) | compiled latency (ms) | s/trial | "
-             "reached MS-XGB final | speedup (trials) vs MS-XGB | speedup (time) vs MS-XGB | "
-             "reached MS-MLP final | speedup (trials) vs MS-MLP |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "final est. / MS-XGB's | reached MS-XGB final | speedup (trials) vs MS-XGB, per seed | "
+             "speedup (trials) vs MS-XGB | speedup (time) vs MS-XGB | "
+             "reached MS-MLP final | speedup (trials) vs MS-MLP, per seed | speedup (trials) vs MS-MLP |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
+
+    def seeds(d):
+        return "-" if not d else ", ".join(f"s{k}: {'not reached' if v is None else f'{v:.2f}x'}" for k, v in d.items())
+
     for model, rows in summary.items():
         for cm, r in rows.items():
             lines.append(f"| {model} | {cm} | {r['seeds']} | {r['final_curve_ms']:.3f} | {r['final_latency_ms']:.3f} | "
-                         f"{r['per_trial_s']:.2f} | {r.get('reached_ms-xgb_final', '-')} | "
+                         f"{r['per_trial_s']:.2f} | {fmt(r.get('final_ratio_vs_ms-xgb'), '{:.3f}')} | "
+                         f"{r.get('reached_ms-xgb_final', '-')} | "
+                         f"{seeds(r.get('per_seed_speedup_trials_vs_ms-xgb'))} | "
                          f"{fmt(r.get('speedup_trials_vs_ms-xgb'))} | {fmt(r.get('speedup_time_vs_ms-xgb'))} | "
-                         f"{r.get('reached_ms-mlp_final', '-')} | {fmt(r.get('speedup_trials_vs_ms-mlp'))} |")
+                         f"{r.get('reached_ms-mlp_final', '-')} | {seeds(r.get('per_seed_speedup_trials_vs_ms-mlp'))} | "
+                         f"{fmt(r.get('speedup_trials_vs_ms-mlp'))} |")
     return "\n".join(lines) + "\n"
 
 
