@@ -73,18 +73,15 @@ def main(argv=None) -> int:
 
 # ----------------------------------------------------------------------------------------- build
 def _read_jsonl(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    break  # a line cut by a kill: the rest is redone
-    return out
+    """The dataset store's JSON-lines reader (a torn last line is skipped: the rest is redone);
+    corruption mid-file becomes a one-line UserError."""
+    from autotune.data.store import DatasetError
+    from autotune.data.store import _read_jsonl as read
+
+    try:
+        return read(path)
+    except DatasetError as err:
+        raise UserError(str(err)) from None
 
 
 def _pick_tasks(root: str, only_models: list[str], max_tasks: int | None) -> list[dict]:
