@@ -49,6 +49,14 @@ def test_train_costmodel_over_seeds(cli, tmp_path):
     random_row = [r for r in comparison["rows"] if r["kind"] == "random"][0]
     assert random_row["metrics"]["over_seeds"]["sd"]["pairwise"] > 0  # different seeds, different scores
     assert "over 3 seeds" in (tmp_path / "r" / "comparison.md").read_text()
+    # retraining one model keeps the other models' rows (same dataset and split) and replaces its own
+    res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick",
+              "--models", "xgb", "--models-dir", str(tmp_path / "m"), "--results", str(tmp_path / "r"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    again = json.loads((tmp_path / "r" / "comparison.json").read_text())
+    assert [r["kind"] for r in again["rows"]] == ["xgb", "random"]
+    assert again["rows"][1] == random_row
+    assert "over_seeds" not in again["rows"][0]["metrics"]
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -144,9 +144,11 @@ def _main(args) -> int:
         logger.info("%s: top1 %.3f top5 %.3f pairwise %.3f, %.0f programs/s, fit %.0f s", kind,
                     metrics.get("mean", {}).get("top1", float("nan")), metrics.get("mean", {}).get("top5", float("nan")),
                     metrics.get("mean", {}).get("pairwise", float("nan")), thr, fit_s)
-        rows.append({"kind": kind, "metrics": metrics, "predict_programs_per_s": thr, "fit_seconds": fit_s})
+        rows.append({"kind": kind, "metrics": metrics, "predict_programs_per_s": thr, "fit_seconds": fit_s,
+                     "trained": card["trained"], "params": card["params"]})
         if kind == kinds[0] or kind == "seq":
             _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
+    rows = _keep_other_rows(os.path.join(args.results, "comparison.json"), rows, manifest_hash, held, args.quick)
     result = {"dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
               "train_programs": len(train), "held_out": held, "rows": rows, "seeds": args.seeds, "loadavg": loadavg(),
               "git_commit": git_commit(), "quick": args.quick}
@@ -157,6 +159,26 @@ def _main(args) -> int:
         f.write(table)
     print(table)
     return 0
+
+
+def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list[str], quick: bool) -> list[dict]:
+    """Retraining some models (``--models xgb``) keeps the other models' rows of the comparison when
+    they were evaluated on the same dataset, split and mode; rows are kept in registry order."""
+    if not os.path.exists(path):
+        return rows
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    except ValueError:
+        return rows
+    if (old.get("dataset_manifest_sha256"), old.get("held_out"), bool(old.get("quick"))) != (manifest_hash, held, quick):
+        return rows
+    new = {r["kind"] for r in rows}
+    merged = [r for r in old.get("rows", []) if r.get("kind") not in new] + rows
+    from . import REGISTRY
+
+    order = {k: i for i, k in enumerate(REGISTRY)}
+    return sorted(merged, key=lambda r: order.get(r["kind"], len(order)))
 
 
 def _quick(kind: str) -> dict:
