@@ -77,3 +77,12 @@ def test_speedups_are_paired_by_seed_and_hand_computed():
     both = te.summarize(runs[:2], baselines=("ms-xgb",))["m"]["seq"]
     assert both["speedup_trials_vs_ms-xgb"] == 2.0 and both["speedup_time_vs_ms-xgb"] == 1.0
     assert "s1: not reached" in te.markdown(te.summarize(runs, baselines=("ms-xgb",)), {})
+
+
+def test_wall_time_per_trial_is_split_by_phase():
+    report = {"wall_s": {"search": 8.0, "build": 4.0, "run": 2.0, "total": 30.0}, "trials": {"this_run": 4}}
+    assert te.wall_per_trial(report) == {"search_per_trial_s": 2.0, "build_per_trial_s": 1.0, "run_per_trial_s": 0.5}
+    assert te.wall_per_trial({"wall_s": {"search": 1.0}, "trials": {"this_run": 0}}) == {}
+    runs = [{**_run("ms-xgb", 0, [2, 1]), **te.wall_per_trial(report)}]
+    table = te.markdown(te.summarize(runs, baselines=("ms-xgb",)), {})
+    assert "1.00 (2.00 / 1.00 / 0.50)" in table

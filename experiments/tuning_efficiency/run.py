@@ -66,7 +66,7 @@ def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str,
     time_axis = [n * report["per_trial_s"] for n in trials_axis]
     return {"model": model, "cost_model": cost_model, "seed": seed, "trials": trials_axis, "elapsed_s": time_axis,
             "curve_ms": curve, "final_latency_ms": report["latency_ms"]["tvm_tuned"],
-            "per_trial_s": report["per_trial_s"], "loadavg": report.get("loadavg")}
+            "per_trial_s": report["per_trial_s"], "loadavg": report.get("loadavg"), **wall_per_trial(report)}
 
 
 def stale_reason(report_path: str, cost_model: str) -> str | None:
@@ -114,6 +114,15 @@ def task_sequences(wd: str, report: dict) -> list[list[float]]:
     return seqs
 
 
+def wall_per_trial(report: dict) -> dict:
+    """Seconds per trial spent searching (cost model included) and building: the model must not
+    become the bottleneck, and the programs it picks decide how long they take to build."""
+    wall, n = report.get("wall_s") or {}, (report.get("trials") or {}).get("this_run") or 0
+    if not n:
+        return {}
+    return {f"{k}_per_trial_s": wall[k] / n for k in ("search", "build", "run") if k in wall}
+
+
 def uniform_curve(seqs: list[list[float]], weights: list[float]):
     """Estimated end-to-end latency (ms) if every task had been given its first n candidates, for n = 1..:
     sum over tasks of weight x best of its first n; x axis = trials that takes (sum of min(n, len))."""
@@ -144,6 +153,8 @@ def summarize(runs: list[dict], baselines=("ms-xgb", "ms-mlp")) -> dict:
                 "final_curve_ms": float(np.mean([r["curve_ms"][-1] for r in rs])),
                 "final_latency_ms": float(np.mean([r["final_latency_ms"] for r in rs])),
                 "per_trial_s": float(np.mean([r["per_trial_s"] for r in rs])),
+                **{k: float(np.mean([r[k] for r in rs])) for k in ("search_per_trial_s", "build_per_trial_s",
+                                                                   "run_per_trial_s") if all(k in r for r in rs)},
                 "seeds": len(rs),
             }
         for base in baselines:
@@ -201,12 +212,17 @@ def plot(runs: list[dict], path: str) -> None:
 
 def markdown(summary: dict, meta: dict) -> str:
     lines = ["# Tuning efficiency", "", f"{meta}", "",
-             "| model | arm | seeds | final est. latency (ms) | compiled latency (ms) | s/trial | "
+             "| model | arm | seeds | final est. latency (ms) | compiled latency (ms) | s/trial "
+             "(search / build / run) | "
              "final est. / MS-XGB's | reached MS-XGB final | speedup (trials) vs MS-XGB, per seed | "
              "speedup (trials) vs MS-XGB | speedup (time) vs MS-XGB | "
              "reached MS-MLP final | speedup (trials) vs MS-MLP, per seed | speedup (trials) vs MS-MLP |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
+
+    def split(r):
+        return " / ".join("-" if f"{k}_per_trial_s" not in r else f"{r[f'{k}_per_trial_s']:.2f}"
+                          for k in ("search", "build", "run"))
 
     def seeds(d):
         return "-" if not d else ", ".join(f"s{k}: {'not reached' if v is None else f'{v:.2f}x'}" for k, v in d.items())
@@ -214,7 +230,7 @@ def markdown(summary: dict, meta: dict) -> str:
     for model, rows in summary.items():
         for cm, r in rows.items():
             lines.append(f"| {model} | {cm} | {r['seeds']} | {r['final_curve_ms']:.3f} | {r['final_latency_ms']:.3f} | "
-                         f"{r['per_trial_s']:.2f} | {fmt(r.get('final_ratio_vs_ms-xgb'), '{:.3f}')} | "
+                         f"{r['per_trial_s']:.2f} ({split(r)}) | {fmt(r.get('final_ratio_vs_ms-xgb'), '{:.3f}')} | "
                          f"{r.get('reached_ms-xgb_final', '-')} | "
                          f"{seeds(r.get('per_seed_speedup_trials_vs_ms-xgb'))} | "
                          f"{fmt(r.get('speedup_trials_vs_ms-xgb'))} | {fmt(r.get('speedup_time_vs_ms-xgb'))} | "
