@@ -72,6 +72,8 @@ def test_speedups_are_paired_by_seed_and_hand_computed():
     assert row["reached_ms-xgb_final"] == "1/2"
     assert row["speedup_trials_vs_ms-xgb"] is None  # not reached on every seed: no aggregate claim
     assert abs(row["final_ratio_vs_ms-xgb"] - ((4 / 5) * (4 / 3)) ** 0.5) < 1e-12
+    # baseline needs 4 and 2 trials, the arm's first point is 1 trial: at most 4x and 2x could show
+    assert abs(row["speedup_cap_vs_ms-xgb"] - (4 * 2) ** 0.5) < 1e-12
     base = te.summarize(runs, baselines=("ms-xgb",))["m"]["ms-xgb"]
     assert base["speedup_trials_vs_ms-xgb"] == 1.0 and base["final_ratio_vs_ms-xgb"] == 1.0
     both = te.summarize(runs[:2], baselines=("ms-xgb",))["m"]["seq"]
