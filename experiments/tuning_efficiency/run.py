@@ -182,8 +182,8 @@ def summarize(runs: list[dict], baselines=("ms-xgb", "ms-mlp")) -> dict:
                 row[f"reached_{base}_final"] = f"{reached}/{len(base_runs)}"
                 # per seed: trials speedup (None: the baseline's final was not reached in the budget)
                 row[f"per_seed_speedup_trials_vs_{base}"] = per_seed
-                # final estimated latency at equal budget / the baseline's, geometric mean over paired seeds
                 row[f"speedup_cap_vs_{base}"] = float(np.exp(np.mean(np.log(caps)))) if caps else None
+                # final estimated latency at equal budget / the baseline's, geometric mean over paired seeds
                 row[f"final_ratio_vs_{base}"] = float(np.exp(np.mean(np.log(ratios)))) if ratios else None
                 row[f"speedup_trials_vs_{base}"] = float(np.exp(np.mean(np.log(tr)))) if tr and reached == len(
                     base_runs) else None
