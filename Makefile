@@ -51,20 +51,20 @@ collect-transfer: setup
 
 # CUDA data for a lent GPU: compile sm_90 programs here (no GPU needed), pack them; on the GPU machine
 # (carry gpu_bundle.tar.xz; it brings its own tvm_ffi wheel and TVM runtime libraries) run
-#   python3 -m autotune.gpu_measure gpu_bundle.tar.xz --out $$OUT --time-limit 480
-# then: $(PY) -m autotune.gpu_bundle ingest gpu_bundle RESULTS.jsonl --out datasets/cuda-sm_90
+#   python3 -m autotune.cuda.measure gpu_bundle.tar.xz --out $$OUT --time-limit 480
+# then: $(PY) -m autotune.cuda.bundle ingest gpu_bundle RESULTS.jsonl --out datasets/cuda-sm_90
 gpu-bundle: setup
-	$(PY) -m autotune.gpu_bundle build --tasks-from $(DATASET) --programs-per-task 16 --out gpu_bundle
-	$(PY) -m autotune.gpu_bundle pack gpu_bundle
+	$(PY) -m autotune.cuda.bundle build --tasks-from $(DATASET) --programs-per-task 16 --out gpu_bundle
+	$(PY) -m autotune.cuda.bundle pack gpu_bundle
 
 features: setup
-	$(PY) -m autotune.data.features $(DATASET)
+	$(PY) -m autotune.collection.features $(DATASET)
 
 # Train and compare the cost models on the shipped dataset (held-out models: resnet50,
 # mobilenet_v2, bert_base); writes models/<hardware>/<kind>/ and experiments/costmodel/results/.
 # SEEDS: train every model that many times and report mean ± sd (top-1 moves by tenths between seeds)
 SEEDS ?= 1
-train-costmodel: setup
+train-costmodel: features
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS)
 
 tune-costmodel-hparams: setup

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from autotune.models import LoadedModel
+from autotune.frontend.models import LoadedModel
 
 
 class CompiledModel:
@@ -44,7 +44,7 @@ def _prepare(model: torch.nn.Module, example_inputs: tuple, target, num_threads:
     with torch.no_grad():
         exported = torch.export.export(model.eval(), tuple(example_inputs))
     loaded = LoadedModel(type(model).__name__, exported, tuple(example_inputs), "api", model)
-    from autotune import frontend as fe
+    from autotune.frontend import relax as fe
 
     mod, params = fe.import_exported(exported)
     return tgt, loaded, fe.bind_and_simplify(mod, params)
@@ -53,7 +53,7 @@ def _prepare(model: torch.nn.Module, example_inputs: tuple, target, num_threads:
 def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", database_dir: str | None = None,
                   num_threads: int | None = None) -> CompiledModel:
     """Compile untuned (``database_dir=None``) or with the MetaSchedule database in ``database_dir``."""
-    from autotune import frontend as fe
+    from autotune.frontend import relax as fe
     from autotune.tvmrt.database import open_json_database
 
     tgt, _, mod = _prepare(model, example_inputs, target, num_threads)
@@ -67,8 +67,8 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
                seed: int = 0, num_threads: int | None = None, trials_per_round: int = 16,
                cost_model: str = "ms-xgb") -> CompiledModel:
     """Tune with MetaSchedule (our loop: pooled builder, resume from ``work_dir``) and compile."""
-    from autotune import frontend as fe
-    from autotune.tuner import SearchConfig, make_cost_model, tune
+    from autotune.frontend import relax as fe
+    from autotune.tuning.tuner import SearchConfig, make_cost_model, tune
     from autotune.tvmrt.database import open_json_database
     from autotune.tvmrt.measure import Measurer
     from autotune.tvmrt.target import hardware_id, target_json

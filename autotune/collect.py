@@ -2,7 +2,7 @@
 
     python -m autotune.collect --out datasets/cpu-znver3-2c --programs-per-task 100
 
-For every task of the pool (zoo models + synthetic operators, see autotune.taskpool) it
+For every task of the pool (zoo models + synthetic operators, see autotune.collection.taskpool) it
 measures uniform random samples of the MetaSchedule design space and programs from a short
 XGBoost-guided evolutionary search (so fast programs are represented too). Tasks are visited
 in passes (``--pass-size`` programs each), so a partial dataset already covers many tasks.
@@ -70,7 +70,7 @@ def _main(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     setup_logging(os.path.join(args.out, "logs"), verbose=args.verbose)
 
-    from autotune.collector import Collector, hardware_fingerprint
+    from autotune.collection.collector import Collector, hardware_fingerprint
 
     fingerprint = hardware_fingerprint(target, rpc_key=args.rpc_key)
     collector = Collector(args.out, target, fingerprint, rpc=rpc, seed=args.seed)

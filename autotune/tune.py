@@ -22,7 +22,7 @@ import os  # noqa: E402
 from autotune.cli import loadavg, run_main, setup_logging, versions, write_json  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
-COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")  # see autotune.tuner
+COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")  # see autotune.tuning.tuner
 STRATEGIES = ("evolutionary", "optuna", "replay-trace")
 ONLINE_UPDATES = ("blend", "finetune", "residual", "none")  # see autotune.costmodel.online
 
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search strategy: evolutionary (MetaSchedule's, guided by --cost-model), optuna (TPE over the "
                         "schedule decisions, no cost model) or replay-trace (random)")
     p.add_argument("--population", type=int, default=None,
-                   help="evolutionary search population per round (default: autotune.tuner.SearchConfig)")
+                   help="evolutionary search population per round (default: autotune.tuning.tuner.SearchConfig)")
     p.add_argument("--search-iters", type=int, default=None, help="evolutionary search generations per round")
     p.add_argument("--online-update", default="finetune",
                    help="how a pretrained cost model learns from this run's measurements: finetune (train a copy "
@@ -122,7 +122,7 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError(f"--cost-model: unknown {args.cost_model!r}; valid: {', '.join(COST_MODELS)}")
     rpc = _rpc_settings(args)
     input_shape = _parse_shape(args.input_shape)
-    from autotune.models import check_model_spec
+    from autotune.frontend.models import check_model_spec
 
     check_model_spec(args.model)
     from autotune.tvmrt.target import parse_target, target_json
@@ -135,7 +135,7 @@ def _main(args: argparse.Namespace) -> int:
     # threads when both run in one process (measured: torch eager 5-30x slower). Unpinned, with
     # a pause between timed arms, both run at full speed. Set before any TVM thread pool starts.
     os.environ.setdefault("TVM_BIND_THREADS", "0")
-    from autotune.tuner import make_cost_model
+    from autotune.tuning.tuner import make_cost_model
     from autotune.tvmrt.target import hardware_id
 
     cost_model = make_cost_model(args.cost_model, cores, hw_id=hardware_id(target), path=args.cost_model_path,
@@ -151,7 +151,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _tune(args, target, input_shape, measurer, cost_model) -> int:
-    from autotune.models import load_model
+    from autotune.frontend.models import load_model
     from autotune.tvmrt.target import target_json
 
     kind = str(target.kind.name)
@@ -166,7 +166,7 @@ def _tune(args, target, input_shape, measurer, cost_model) -> int:
     }
     _check_work_dir(work_dir, meta)
     setup_logging(os.path.join(work_dir, "logs"), verbose=args.verbose)
-    from autotune.session import TuneSession
+    from autotune.tuning.session import TuneSession
 
     session = TuneSession(model, target, work_dir, seed=args.seed, measurer=measurer, t_start=_T_START)
     report = session.run(
@@ -203,7 +203,7 @@ def describe_cost_model(cost_model) -> str:
 
 
 def search_config(args):
-    from autotune.tuner import SearchConfig
+    from autotune.tuning.tuner import SearchConfig
 
     extra = {}
     if args.population is not None:

@@ -20,8 +20,8 @@ def main() -> None:
 
     fast_start("llvm")
 
-    from autotune.frontend import Task, task_flops
-    from autotune.tuner import SearchConfig, tune
+    from autotune.frontend.relax import Task, task_flops
+    from autotune.tuning.tuner import SearchConfig, tune
     from autotune.tvmrt.database import open_json_database
     from autotune.tvmrt.measure import Measurer
     from autotune.tvmrt.target import parse_target

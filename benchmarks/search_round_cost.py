@@ -41,9 +41,9 @@ def main(argv=None) -> int:
     fast_start("llvm")
     from tvm.s_tir import meta_schedule as ms
 
-    from autotune.models import load_model
-    from autotune.session import TuneSession
-    from autotune.tuner import SearchConfig, make_cost_model
+    from autotune.frontend.models import load_model
+    from autotune.tuning.session import TuneSession
+    from autotune.tuning.tuner import SearchConfig, make_cost_model
     from autotune.tvmrt.target import hardware_id, parse_target
 
     target = parse_target("llvm")

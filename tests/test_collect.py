@@ -61,7 +61,7 @@ def test_collect_resume_export_features(tmp_path, cli):
 
     # export to a stock MetaSchedule database
     db_dir = str(tmp_path / "db")
-    res = cli("autotune.data.export", out, db_dir, timeout=300)
+    res = cli("autotune.collection.export", out, db_dir, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     check = ("from autotune.tvmrt.startup import fast_start; fast_start();"
              "from tvm.s_tir import meta_schedule as ms;"
@@ -70,7 +70,7 @@ def test_collect_resume_export_features(tmp_path, cli):
     assert res.returncode == 0 and int(res.stdout.split()[-1]) == table.num_rows
 
     # derived features, cached
-    res = cli("autotune.data.features", out, timeout=300)
+    res = cli("autotune.collection.features", out, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     import numpy as np
 
@@ -88,7 +88,7 @@ def test_corrupt_shard_gives_clear_error(tmp_path, cli):
                "error": "", "sampler": "random", "hardware_id": "cpu-x-1c", "timestamp": 0.0}])
     shard = next((root / "shards").iterdir())
     shard.write_bytes(shard.read_bytes()[:20])
-    res = cli("autotune.data.export", str(root), str(tmp_path / "db"), timeout=300)
+    res = cli("autotune.collection.export", str(root), str(tmp_path / "db"), timeout=300)
     assert res.returncode == 2
     assert "part-00000.parquet" in res.stderr and "Traceback" not in res.stderr
 

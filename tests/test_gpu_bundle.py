@@ -19,7 +19,7 @@ TINY = os.path.join(ROOT, "tests", "data", "tiny_dataset")
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu") / "bundle"
-    res = run_cli("autotune.gpu_bundle", "build", "--tasks-from", TINY, "--only-models", "tiny_mlp",
+    res = run_cli("autotune.cuda.bundle", "build", "--tasks-from", TINY, "--only-models", "tiny_mlp",
                   "--programs-per-task", "2", "--out", str(out), "--no-wheels", timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     return out
@@ -43,14 +43,14 @@ def test_build_embeds_sm90_kernels(bundle):
 
 @needs_nvcc
 def test_device_stack_loads_every_kernel_and_refuses_without_gpu(bundle, tmp_path, cli):
-    res = cli("autotune.gpu_bundle", "pack", str(bundle), "--out", str(tmp_path / "b.tar.xz"))
+    res = cli("autotune.cuda.bundle", "pack", str(bundle), "--out", str(tmp_path / "b.tar.xz"))
     assert res.returncode == 0, res.stderr
-    res = cli("autotune.gpu_measure", str(tmp_path / "b.tar.xz"), "--out", str(tmp_path / "dry"), "--dry-run")
+    res = cli("autotune.cuda.measure", str(tmp_path / "b.tar.xz"), "--out", str(tmp_path / "dry"), "--dry-run")
     assert res.returncode == 0, res.stderr
     lines = [json.loads(line) for line in (tmp_path / "dry" / "results.jsonl").read_text().splitlines()]
     n_built = json.loads((bundle / "bundle.json").read_text())["built"]
     assert [r["status"] for r in lines if r["kind"] == "program"] == ["loaded"] * n_built
-    res = cli("autotune.gpu_measure", str(bundle), "--out", str(tmp_path / "real"))
+    res = cli("autotune.cuda.measure", str(bundle), "--out", str(tmp_path / "real"))
     assert res.returncode == 2
     assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
 
@@ -67,7 +67,7 @@ def test_ingest_timings_into_a_dataset(bundle, tmp_path, cli):
     results.write_text("".join(json.dumps(r) + "\n" for r in lines))
     out = tmp_path / "cuda-ds"
     for _ in range(2):  # a second ingest of the same timings adds nothing
-        res = cli("autotune.gpu_bundle", "ingest", str(bundle), str(results), "--out", str(out))
+        res = cli("autotune.cuda.bundle", "ingest", str(bundle), str(results), "--out", str(out))
         assert res.returncode == 0, res.stderr
     table = read_records(str(out))
     assert table.num_rows == len(built)
@@ -75,7 +75,7 @@ def test_ingest_timings_into_a_dataset(bundle, tmp_path, cli):
     assert table.column("status").to_pylist().count("ok") == len(built) - 1
     manifest = read_manifest(str(out))
     assert manifest["hardware"]["host"]["gpu"] == "NVIDIA H200"
-    res = cli("autotune.gpu_bundle", "ingest", str(bundle), str(tmp_path / "missing.jsonl"), "--out", str(out))
+    res = cli("autotune.cuda.bundle", "ingest", str(bundle), str(tmp_path / "missing.jsonl"), "--out", str(out))
     assert res.returncode == 2 and "missing.jsonl" in res.stderr
 
 
@@ -87,7 +87,7 @@ def test_time_module_times_a_real_kernel_with_tvm_time_evaluator(tmp_path):
     import tvm_ffi
     from tvm import te
 
-    from autotune.gpu_measure import time_module
+    from autotune.cuda.measure import time_module
 
     def axpb(n):
         a = te.placeholder((n,), name="a")

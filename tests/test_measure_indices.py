@@ -15,8 +15,8 @@ def test_take_task_measures_without_crashing(tmp_path):
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
 
-    from autotune.frontend import Task
-    from autotune.tuner import SearchConfig, tune
+    from autotune.frontend.relax import Task
+    from autotune.tuning.tuner import SearchConfig, tune
     from autotune.tvmrt.measure import Measurer
     from autotune.tvmrt.target import parse_target
 

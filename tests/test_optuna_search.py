@@ -14,7 +14,7 @@ def _matmul_task():
     import tvm
     from tvm import te
 
-    from autotune.frontend import Task
+    from autotune.frontend.relax import Task
     from autotune.tvmrt.target import parse_target
 
     a = te.placeholder((64, 96), name="A")
@@ -29,7 +29,7 @@ def _matmul_task():
 def test_suggested_tiles_are_valid_factorizations():
     import optuna
 
-    from autotune.optuna_search import space_params, suggest_decisions
+    from autotune.tuning.optuna_search import space_params, suggest_decisions
     from autotune.tvmrt.startup import fast_start
 
     fast_start()
@@ -59,8 +59,8 @@ def test_suggested_tiles_are_valid_factorizations():
 def test_optuna_strategy_tunes_and_learns(monkeypatch):
     from tvm.s_tir import meta_schedule as ms
 
-    from autotune.optuna_search import OptunaSearch
-    from autotune.tuner import SearchConfig, tune
+    from autotune.tuning.optuna_search import OptunaSearch
+    from autotune.tuning.tuner import SearchConfig, tune
     from autotune.tvmrt.measure import Measurer
 
     task, target = _matmul_task()

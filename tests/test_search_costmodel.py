@@ -45,11 +45,11 @@ def test_adapter_predicts_and_learns(pretrained, online):
     from tvm.s_tir import meta_schedule as ms
 
     from autotune.costmodel import load
-    from autotune.frontend import Task
-    from autotune.models import load_model
-    from autotune.search_costmodel import LearnedCostModel
-    from autotune.session import TuneSession
-    from autotune.tuner import tune
+    from autotune.frontend.models import load_model
+    from autotune.frontend.relax import Task
+    from autotune.tuning.search_costmodel import LearnedCostModel
+    from autotune.tuning.session import TuneSession
+    from autotune.tuning.tuner import tune
     from autotune.tvmrt.measure import Measurer
     from autotune.tvmrt.target import parse_target
 
@@ -111,12 +111,12 @@ def test_model_for_another_target_is_refused(cli, tmp_path, pretrained):
 
 
 def test_no_pretrained_model_for_this_target_falls_back_to_online(tmp_path, caplog, pretrained):
-    from autotune.tuner import make_cost_model
+    from autotune.tuning.tuner import make_cost_model
 
     models_dir, hw = pretrained
     other = tmp_path / "models" / "cpu-skylake-avx512-8c"
     shutil.copytree(models_dir / hw / "xgb", other / "xgb")
-    with caplog.at_level("WARNING", logger="autotune.tuner"):
+    with caplog.at_level("WARNING", logger="autotune.tuning.tuner"):
         model = make_cost_model("xgb", 2, hw_id=hw, models_dir=str(tmp_path / "models"))
     assert model.pretrained is None  # online only
     text = caplog.text
@@ -125,7 +125,7 @@ def test_no_pretrained_model_for_this_target_falls_back_to_online(tmp_path, capl
 
 def test_auto_picks_the_pretrained_seq_model_else_stock(tmp_path, pretrained):
     from autotune.tune import describe_cost_model
-    from autotune.tuner import make_cost_model
+    from autotune.tuning.tuner import make_cost_model
 
     models_dir, hw = pretrained
     model = make_cost_model("auto", 2, hw_id=hw, models_dir=str(models_dir))
@@ -144,10 +144,10 @@ def test_trace_tokens_from_objects_equal_the_json_path():
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from autotune.collection.taskpool import task_module
     from autotune.costmodel.inputs import encode_trace
     from autotune.data.store import read_tasks
-    from autotune.search_costmodel import encode_trace_object
-    from autotune.taskpool import task_module
+    from autotune.tuning.search_costmodel import encode_trace_object
     from autotune.tvmrt.database import to_py
 
     target = tvm.target.Target({"kind": "llvm", "num-cores": 2})

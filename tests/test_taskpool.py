@@ -9,7 +9,7 @@ pytestmark = pytest.mark.tvm
 
 
 def test_synthetic_ops_are_varied_distinct_and_reproducible():
-    from autotune.taskpool import synthetic_ops
+    from autotune.collection.taskpool import synthetic_ops
 
     ops = synthetic_ops(200, seed=3)
     assert len(ops) == 200 and len({o.name for o in ops}) == 200
@@ -19,7 +19,7 @@ def test_synthetic_ops_are_varied_distinct_and_reproducible():
 
 
 def test_synthetic_ops_extract_tasks():
-    from autotune.taskpool import synthetic_ops, tasks_of_module
+    from autotune.collection.taskpool import synthetic_ops, tasks_of_module
     from autotune.tvmrt.target import parse_target
 
     target = parse_target("llvm")

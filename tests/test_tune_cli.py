@@ -49,7 +49,7 @@ def test_tune_tiny_end_to_end(cli, tmp_path):
         "import sys, numpy as np;"
         "from autotune.tvmrt.startup import fast_start; fast_start();"
         "import tvm; from tvm.s_tir import meta_schedule as ms;"
-        "from autotune import frontend as fe; from autotune.models import load_model;"
+        "from autotune.frontend import relax as fe; from autotune.frontend.models import load_model;"
         "from autotune.tvmrt.target import parse_target;"
         f"db = ms.database.JSONDatabase(work_dir={wd!r});"
         "m = load_model('tiny'); mod, p = fe.import_exported(m.exported); mod = fe.bind_and_simplify(mod, p);"

@@ -1,5 +1,5 @@
-"""A dataset as cost-model training data: ProgramBatch + latency + task groups (TVM-free when the
-feature cache exists; ``python -m autotune.data.features`` makes it)."""
+"""A dataset as cost-model training data: ProgramBatch + latency + task groups (TVM-free: features
+come from the dataset's cache, which ``python -m autotune.collection.features`` makes)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autotune.data.feature_cache import read_features
 from autotune.data.store import mean_latency, read_manifest, read_records, read_tasks
 
 from .inputs import ProgramBatch, normalized_throughput
@@ -47,22 +48,13 @@ class TrainingData:
         return out
 
 
-def load_training_data(root: str, compute_features: bool = True, min_programs: int = 2) -> TrainingData:
-    """Valid rows only (failed/NaN rows are kept on disk and dropped here)."""
+def load_training_data(root: str, min_programs: int = 2) -> TrainingData:
+    """Valid rows only (failed/NaN rows are kept on disk and dropped here). Reads the feature cache
+    (``StaleFeatureCache`` when rows are missing: ``python -m autotune.collection.features`` refreshes it)."""
     manifest = read_manifest(root)
     tasks = read_tasks(root)
     table = read_records(root)
-    if compute_features:
-        from autotune.data.features import per_row_features
-
-        feats, offsets = per_row_features(root)
-    else:
-        from autotune.data.features import load_cached
-
-        cached = load_cached(root)
-        if cached is None or len(cached[1]) - 1 != table.num_rows:
-            raise ValueError(f"{root}: feature cache missing or stale; run python -m autotune.data.features {root}")
-        feats, offsets = cached[0], cached[1]
+    feats, offsets = read_features(root, table.column("task_key").to_pylist(), table.column("trace").to_pylist())
     latency = mean_latency(table)
     keys = table.column("task_key").to_pylist()
     ok = np.isfinite(latency) & (latency > 0)

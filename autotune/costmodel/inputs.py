@@ -2,7 +2,7 @@
 
 ``ProgramBatch`` holds, for n programs:
 - ``store_feats`` [n_stores, 164] and ``offsets`` [n + 1]: MetaSchedule PerStoreFeature rows
-  (cached by ``python -m autotune.data.features``);
+  (cached by ``python -m autotune.collection.features``);
 - ``kinds`` [n, L] int64 and ``numeric`` [n, L, NUM_DIM] float32, ``lengths`` [n]: the schedule
   trace as a sequence, one step per instruction (kind id + its decision / literal arguments).
 """

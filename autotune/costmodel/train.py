@@ -90,12 +90,13 @@ def _main(args) -> int:
     if bad:
         raise UserError(f"--models: unknown {bad}; valid: {', '.join(REGISTRY)}")
     setup_logging()
+    from autotune.data.feature_cache import StaleFeatureCache
     from autotune.data.splits import split_by_model
     from autotune.data.store import DatasetError
 
     try:
         data = load_training_data(args.dataset)
-    except DatasetError as err:
+    except (DatasetError, StaleFeatureCache) as err:
         raise UserError(str(err)) from None
     held = [m.strip() for m in args.held_out.split(",") if m.strip()]
     try:

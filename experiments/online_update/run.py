@@ -36,7 +36,7 @@ def run(dataset: str, models_dir: str, kinds: list[str], modes: list[str], ks: l
     from autotune.costmodel.online import OnlineLearner
     from autotune.data.splits import split_by_model
 
-    data = load_training_data(dataset, compute_features=False)
+    data = load_training_data(dataset)
     hw = data.manifest["hardware"]["hardware_id"]
     _, held = split_by_model(data.tasks, held_out)
     rows = []

@@ -24,7 +24,7 @@ fast_start("llvm")
 import tvm_ffi  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
-from autotune.frontend import Task  # noqa: E402
+from autotune.frontend.relax import Task  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
 from autotune.tvmrt.database import FAILED_RUN_SECS, record_latency  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
@@ -53,7 +53,7 @@ class SearchConfig:
         if self.kind == "replay-trace":
             return ms.search_strategy.ReplayTrace()
         if self.kind == "optuna":
-            from autotune.optuna_search import OptunaSearch
+            from autotune.tuning.optuna_search import OptunaSearch
 
             return OptunaSearch()
         return ms.search_strategy.EvolutionarySearch(
@@ -172,7 +172,7 @@ def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_
         return ms.cost_model.XGBModel(num_tuning_cores=num_cores, tree_method="auto", num_warmup_samples=32)
     if name == "random":
         return ms.cost_model.RandomModel()
-    from autotune.search_costmodel import LearnedCostModel
+    from autotune.tuning.search_costmodel import LearnedCostModel
 
     if name == "online-xgb":
         return LearnedCostModel(pretrained=None)

@@ -1,16 +1,16 @@
-"""``python -m autotune.gpu_bundle``: CUDA data for a GPU that is lent for minutes, built here.
+"""``python -m autotune.cuda.bundle``: CUDA data for a GPU that is lent for minutes, built here.
 
 A lent GPU machine (an H200 for 15 minutes, no network, no TVM there) should spend its time
 timing kernels, not compiling them. So the work is split in three:
 
     # 1. here, on the CPU machine (no GPU needed): sample + compile CUDA programs for sm_90, pack
-    python -m autotune.gpu_bundle build --tasks-from datasets/cpu-znver3-2c \
+    python -m autotune.cuda.bundle build --tasks-from datasets/cpu-znver3-2c \
         --only-models resnet50,mobilenet_v2,bert_base --programs-per-task 16 --out gpu_bundle
-    python -m autotune.gpu_bundle pack gpu_bundle            # -> gpu_bundle.tar.xz
+    python -m autotune.cuda.bundle pack gpu_bundle            # -> gpu_bundle.tar.xz
     # 2. on the GPU machine: time every kernel (TVM-free: tvm_ffi + TVM's runtime libraries + torch)
-    python3 -m autotune.gpu_measure gpu_bundle.tar.xz --out results/ --time-limit 480
+    python3 -m autotune.cuda.measure gpu_bundle.tar.xz --out results/ --time-limit 480
     # 3. here: turn the bundle + timings into a dataset (same Parquet format as the CPU sets)
-    python -m autotune.gpu_bundle ingest gpu_bundle results/results.jsonl --out datasets/cuda-sm_90
+    python -m autotune.cuda.bundle ingest gpu_bundle results/results.jsonl --out datasets/cuda-sm_90
 
 The bundle holds ``programs.jsonl`` (task key, trace, argument shapes, kernel file), ``kernels/``
 (one exported shared object per program, its sm_90 fatbin inside), ``runtime/`` (TVM's runtime
@@ -35,7 +35,7 @@ import time
 from autotune.cli import run_main, setup_logging, versions
 from autotune.errors import UserError
 
-logger = logging.getLogger("autotune.gpu_bundle")
+logger = logging.getLogger("autotune.cuda.bundle")
 
 BUNDLE_VERSION = 1
 PROGRAMS = "programs.jsonl"
@@ -44,7 +44,7 @@ MAX_BUNDLE_MB = 56  # the device carries at most 64 MiB with the repository itse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m autotune.gpu_bundle", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m autotune.cuda.bundle", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="sample and compile CUDA programs here (no GPU needed)")
     b.add_argument("--tasks-from", required=True, help="dataset folder whose tasks to use")
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", default=None, help="archive path (default: BUNDLE.tar.xz)")
     i = sub.add_parser("ingest", help="merge a bundle and the device's timings into a dataset")
     i.add_argument("bundle")
-    i.add_argument("results", help="results.jsonl written by autotune.gpu_measure")
+    i.add_argument("results", help="results.jsonl written by autotune.cuda.measure")
     i.add_argument("--out", required=True, help="dataset folder (created or appended to)")
     return p
 
@@ -103,7 +103,7 @@ def _sample(task: dict, target, n: int, seed: int, taken: set[str]) -> list:
     """Up to n distinct random programs (post-processed schedules) of the task's CUDA design space."""
     from tvm.s_tir import meta_schedule as ms
 
-    from autotune.taskpool import task_module
+    from autotune.collection.taskpool import task_module
 
     mod = task_module(task)
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
@@ -309,12 +309,12 @@ def ingest(args) -> int:
     with open(info_path, encoding="utf-8") as f:
         info = json.load(f)
     if not os.path.exists(args.results):
-        raise UserError(f"{args.results}: no such results file (autotune.gpu_measure writes results.jsonl)")
+        raise UserError(f"{args.results}: no such results file (autotune.cuda.measure writes results.jsonl)")
     programs = {r["id"]: r for r in _read_jsonl(os.path.join(args.bundle, PROGRAMS))}
     results = _read_jsonl(args.results)
     header = next((r for r in results if r.get("kind") == "device"), None)
     if header is None:
-        raise UserError(f"{args.results}: no device line; was it written by autotune.gpu_measure?")
+        raise UserError(f"{args.results}: no device line; was it written by autotune.cuda.measure?")
     timed = [r for r in results if r.get("kind") == "program"]
     unknown = [r["id"] for r in timed if r["id"] not in programs]
     if unknown:

@@ -1,86 +1,55 @@
-"""``python -m autotune.data.features DATASET``: derive and cache per-store features.
+"""``python -m autotune.collection.features DATASET``: derive and cache per-store features.
 
 MetaSchedule's PerStoreFeature (164 numbers per buffer store) for every row, computed by
 replaying the row's trace on its workload. Cached in ``DATASET/features/per_store.npz``
-(``feats`` float32 [n_stores, 164], ``offsets`` int64 [n_rows + 1], ``fingerprint``), extended
-incrementally as the dataset grows; never hand-edited. Rows keep the order of ``read_records``.
+(format: ``autotune.data.feature_cache``, which the learning side reads without TVM), extended
+incrementally as the dataset grows; never hand-edited.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
-import os
 
 import numpy as np
 
 from autotune.cli import run_main, setup_logging
+from autotune.data.feature_cache import fingerprint, load_cached, save_cache, valid_prefix
+from autotune.data.store import read_manifest, read_records, read_tasks
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.features")
-FEATURE_VERSION = 1
-CACHE = os.path.join("features", "per_store.npz")
-
-
-def _fingerprint(keys, traces) -> str:
-    h = hashlib.sha256()
-    for k, t in zip(keys, traces):
-        h.update(k.encode())
-        h.update(hashlib.sha1(t.encode()).digest())
-    return f"v{FEATURE_VERSION}:" + h.hexdigest()
-
-
-def load_cached(root: str):
-    """(feats, offsets) for the first n rows of the dataset, or None."""
-    path = os.path.join(root, CACHE)
-    if not os.path.exists(path):
-        return None
-    with np.load(path, allow_pickle=False) as data:
-        return data["feats"], data["offsets"], str(data["fingerprint"])
 
 
 def per_row_features(root: str, batch: int = 128):
     """Features for every row, computing only rows not yet cached. Returns (feats, offsets)."""
-    from autotune.data.store import read_manifest, read_records, read_tasks
-
     table = read_records(root)
     keys = table.column("task_key").to_pylist()
     traces = table.column("trace").to_pylist()
-    cached = load_cached(root)
-    n_done, parts, offsets = 0, [], [0]
-    if cached is not None:
-        feats, offs, fp = cached
-        n_cached = len(offs) - 1
-        if n_cached <= len(keys) and fp == _fingerprint(keys[:n_cached], traces[:n_cached]):
-            n_done, parts, offsets = n_cached, [feats], list(offs)
-        else:
-            logger.warning("feature cache does not match the dataset; recomputing")
-    if n_done < len(keys):
-        new = _extract(root, read_manifest(root), read_tasks(root), keys, traces, table, n_done, batch)
-        for mat in new:
-            parts.append(mat)
-            offsets.append(offsets[-1] + mat.shape[0])
-        feats = np.concatenate(parts, axis=0) if parts else np.zeros((0, 164), np.float32)
-        offsets_arr = np.asarray(offsets, dtype=np.int64)
-        os.makedirs(os.path.join(root, "features"), exist_ok=True)
-        tmp = os.path.join(root, CACHE + ".tmp.npz")
-        np.savez_compressed(tmp, feats=feats.astype(np.float32), offsets=offsets_arr,
-                            fingerprint=np.asarray(_fingerprint(keys, traces)))
-        os.replace(tmp, os.path.join(root, CACHE))
-        return feats, offsets_arr
-    return parts[0], np.asarray(offsets, dtype=np.int64)
+    feats, offsets, n_done = valid_prefix(root, keys, traces)
+    if n_done == len(keys):
+        return feats, offsets
+    if load_cached(root) is not None and n_done == 0:
+        logger.warning("feature cache does not match the dataset; recomputing")
+    parts, offs = [feats], list(offsets)
+    for mat in _extract(read_manifest(root), read_tasks(root), keys, traces, table, n_done, batch):
+        parts.append(mat)
+        offs.append(offs[-1] + mat.shape[0])
+    feats = np.concatenate(parts, axis=0)
+    offsets = np.asarray(offs, dtype=np.int64)
+    save_cache(root, feats, offsets, fingerprint(keys, traces))
+    return feats, offsets
 
 
-def _extract(root, manifest, tasks, keys, traces, table, start, batch):
+def _extract(manifest, tasks, keys, traces, table, start, batch):
     from autotune.tvmrt.startup import fast_start
 
     fast_start("llvm")
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from autotune.taskpool import task_module
+    from autotune.collection.taskpool import task_module
 
     target = tvm.target.Target(manifest["hardware"]["target"])
     extractor = ms.feature_extractor.PerStoreFeature()
@@ -110,7 +79,7 @@ def _extract(root, manifest, tasks, keys, traces, table, start, batch):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m autotune.data.features", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m autotune.collection.features", description=__doc__.split("\n\n")[0])
     ap.add_argument("dataset")
     args = ap.parse_args(argv)
 

@@ -10,20 +10,20 @@ import time
 import numpy as np
 import torch
 
-from autotune.models import LoadedModel
+from autotune.frontend.models import LoadedModel
 from autotune.progress import Progress
 from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
 
-from autotune import frontend as fe  # noqa: E402
 from autotune.cli import loadavg  # noqa: E402
-from autotune.tuner import SearchConfig, make_cost_model, tune  # noqa: E402
+from autotune.frontend import relax as fe  # noqa: E402
+from autotune.tuning.tuner import SearchConfig, make_cost_model, tune  # noqa: E402
 from autotune.tvmrt.database import open_json_database  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
 from autotune.tvmrt.target import detect_host, target_json  # noqa: E402
 
-logger = logging.getLogger("autotune.session")
+logger = logging.getLogger("autotune.tuning.session")
 _POOL_IDLE_S = 0.5  # TVM's worker threads spin for a while after a call; let them sleep
 
 

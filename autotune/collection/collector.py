@@ -13,12 +13,12 @@ fast_start("llvm")
 
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
-from autotune import frontend as fe  # noqa: E402
 from autotune.cli import loadavg, versions  # noqa: E402
+from autotune.collection.taskpool import ZOO_DATASET_MODELS, iter_pool, task_module  # noqa: E402
 from autotune.data.store import DatasetWriter, read_records  # noqa: E402
+from autotune.frontend import relax as fe  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
-from autotune.taskpool import ZOO_DATASET_MODELS, iter_pool, task_module  # noqa: E402
-from autotune.tuner import SearchConfig, tune  # noqa: E402
+from autotune.tuning.tuner import SearchConfig, tune  # noqa: E402
 from autotune.tvmrt.database import to_py as _json_de_tvm  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
 from autotune.tvmrt.target import detect_host, hardware_id, target_json  # noqa: E402

@@ -1,4 +1,4 @@
-"""``python3 -m autotune.gpu_measure BUNDLE --out DIR``: time a bundle's CUDA kernels on this GPU.
+"""``python3 -m autotune.cuda.measure BUNDLE --out DIR``: time a bundle's CUDA kernels on this GPU.
 
 Runs on the GPU machine, which has no TVM and no network: it needs only ``tvm_ffi`` (the bundle's
 wheel), TVM's runtime libraries (the bundle's ``runtime/``), torch (to allocate and time on the
@@ -132,7 +132,7 @@ def _driver_version() -> str | None:
 
 def main(argv=None) -> int:
     os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")  # no JIT build of torch glue on the device
-    p = argparse.ArgumentParser(prog="python3 -m autotune.gpu_measure", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python3 -m autotune.cuda.measure", description=__doc__.split("\n\n")[0])
     p.add_argument("bundle")
     p.add_argument("--out", required=True, help="folder for results.jsonl")
     p.add_argument("--time-limit", type=float, default=None, help="stop after this many seconds")
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
         args.bundle = os.path.join(dest, "bundle")
     info_path = os.path.join(args.bundle, "bundle.json")
     if not os.path.exists(info_path):
-        return _fail(f"{args.bundle}: not a bundle (no bundle.json); make one with python -m autotune.gpu_bundle build")
+        return _fail(f"{args.bundle}: not a bundle (no bundle.json); make one with python -m autotune.cuda.bundle build")
     with open(info_path, encoding="utf-8") as f:
         info = json.load(f)
     try:

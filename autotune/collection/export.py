@@ -1,4 +1,4 @@
-"""``python -m autotune.data.export DATASET OUT``: a dataset as a stock MetaSchedule JSONDatabase.
+"""``python -m autotune.collection.export DATASET OUT``: a dataset as a stock MetaSchedule JSONDatabase.
 
 Stock XGBModel/MLPModel (and ``compile_relax``) can then use the same data. Failed rows are
 exported with MetaSchedule's failure marker (run_secs 1e10) unless ``--valid-only``.
@@ -20,8 +20,8 @@ def export_dataset(root: str, out_dir: str, valid_only: bool = False) -> int:
     fast_start("llvm")
     from tvm.s_tir import meta_schedule as ms
 
+    from autotune.collection.taskpool import task_module
     from autotune.data.store import DatasetError, read_manifest, read_records, read_tasks
-    from autotune.taskpool import task_module
     from autotune.tvmrt.database import FAILED_RUN_SECS, open_json_database
 
     try:
@@ -45,7 +45,7 @@ def export_dataset(root: str, out_dir: str, valid_only: bool = False) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m autotune.data.export", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m autotune.collection.export", description=__doc__.split("\n\n")[0])
     ap.add_argument("dataset")
     ap.add_argument("out", help="folder for database_workload.json / database_tuning_record.json")
     ap.add_argument("--valid-only", action="store_true")

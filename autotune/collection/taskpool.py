@@ -21,13 +21,12 @@ from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
 
-from autotune import frontend as fe  # noqa: E402
+from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402,F401  (re-exported)
 from autotune.data.store import TaskInfo  # noqa: E402
+from autotune.frontend import relax as fe  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
-# held out of training by the default split (TenSet/TLP protocol)
-HELD_OUT_MODELS = ("resnet50", "mobilenet_v2", "bert_base")
 ZOO_DATASET_MODELS = (
     "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "vgg16", "densenet121",
     "inception_like", "vit_b16", "bert_base", "gpt2",
