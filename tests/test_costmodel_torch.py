@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.costmodel._torch_train import lambda_rank_loss, pairwise_accuracy
+from autotune.costmodel._torch_train import lambda_rank_loss
 from autotune.costmodel.base import ModelFileError, NotFittedError
 from autotune.costmodel.inputs import N_STORE_FEATS, ProgramBatch, normalized_throughput
+from autotune.costmodel.metrics import pairwise_accuracy
 from autotune.costmodel.mlp import TensetMLPCostModel
 from autotune.costmodel.seq import SeqCostModel, selective_scan
 
@@ -89,14 +90,14 @@ def fitted(request, data):
 
 def test_learns_hidden_ranking(fitted, data):
     X, y, groups, test = data
-    acc = pairwise_accuracy(fitted.predict(X.subset(test)), y[test], groups[test])
+    acc = pairwise_accuracy(-y[test], fitted.predict(X.subset(test)), groups[test])
     assert acc > 0.7, f"{fitted.name}: held-out pairwise accuracy {acc:.3f}"
 
 
 def test_seq_learns_from_the_trace_alone():
     X, y, groups, test = synthetic(n_groups=24, seed=1, informative_stores=False)
     model = SeqCostModel(**FAST).fit(X.subset(~test), y[~test], groups[~test])
-    acc = pairwise_accuracy(model.predict(X.subset(test)), y[test], groups[test])
+    acc = pairwise_accuracy(-y[test], model.predict(X.subset(test)), groups[test])
     assert acc > 0.7, f"seq on trace-only signal: held-out pairwise accuracy {acc:.3f}"
 
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from .base import CostModel, ModelFileError
 from .inputs import ProgramBatch
+from .metrics import pairwise_accuracy
 
 logger = logging.getLogger(__name__)
 
@@ -68,21 +69,6 @@ def lambda_rank_loss(
     pairs = m[:, :, None] & m[:, None, :] & (t[:, :, None] > t[:, None, :])
     logp = F.logsigmoid(sigma * (s[:, :, None] - s[:, None, :]))
     return -(weight * logp)[pairs].sum() / max(n_groups, 1)
-
-
-def pairwise_accuracy(scores: np.ndarray, y: np.ndarray, groups: np.ndarray) -> float:
-    """Share of within-group pairs with different y that the scores order right (score ties = 1/2),
-    pooled over groups; NaN when there is no such pair."""
-    right = total = 0.0
-    for g in np.unique(groups):
-        m = groups == g
-        s, t = scores[m], y[m]
-        dy = np.sign(t[:, None] - t[None, :])
-        ds = np.sign(s[:, None] - s[None, :])
-        valid = dy > 0
-        total += valid.sum()
-        right += (ds[valid] > 0).sum() + 0.5 * (ds[valid] == 0).sum()
-    return float(right / total) if total else float("nan")
 
 
 def split_groups(
@@ -224,7 +210,8 @@ class TorchRankerModel(CostModel):
             seen += len(train)
             msg = f"epoch {epoch}: loss {total / max(len(chunks), 1):.4f}"
             acc = (
-                pairwise_accuracy(self._scores(net, X, val, device).mean(1), y[val], groups[val])
+                # y is throughput (higher is better): -y orders programs as latency does
+                pairwise_accuracy(-y[val], self._scores(net, X, val, device).mean(1), groups[val])
                 if len(val)
                 else float("nan")
             )
