@@ -15,6 +15,7 @@ import logging
 import os
 
 from autotune.cli import run_main, setup_logging, write_json
+from autotune.data.splits import HELD_OUT_MODELS
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.hparams")
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--models", default="xgb,seq")
     ap.add_argument("--trials", type=int, default=30)
-    ap.add_argument("--held-out", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS))
     ap.add_argument("--storage", default=os.path.join("models", "hparams", "optuna-journal.log"))
     ap.add_argument("--out-dir", default=os.path.join("models", "hparams"))
     ap.add_argument("--seed", type=int, default=0)

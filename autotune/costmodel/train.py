@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json
+from autotune.data.splits import HELD_OUT_MODELS
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.train")
@@ -69,7 +70,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m autotune.costmodel.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated, from: {DEFAULT_MODELS}")
-    ap.add_argument("--held-out", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS))
     ap.add_argument("--models-dir", default="models")
     ap.add_argument("--results", default=os.path.join("experiments", "costmodel", "results"))
     ap.add_argument("--seed", type=int, default=0)

@@ -33,13 +33,14 @@ import sys
 import time
 
 from autotune.cli import run_main, setup_logging, versions
+from autotune.data.splits import HELD_OUT_MODELS
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.cuda.bundle")
 
 BUNDLE_VERSION = 1
 PROGRAMS = "programs.jsonl"
-DEFAULT_MODELS = "resnet50,mobilenet_v2,bert_base"
+DEFAULT_MODELS = ",".join(HELD_OUT_MODELS)  # CUDA data for the held-out models first
 MAX_BUNDLE_MB = 56  # the device carries at most 64 MiB with the repository itself
 
 

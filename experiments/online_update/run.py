@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
 from autotune.cli import loadavg, versions, write_json  # noqa: E402
+from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
 
 def run(dataset: str, models_dir: str, kinds: list[str], modes: list[str], ks: list[int], seeds: int,
@@ -135,7 +136,7 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default="none,online,blend,finetune,residual")
     ap.add_argument("--ks", default="8,16,32")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--held-out", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS))
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     args = ap.parse_args(argv)
     start_load = loadavg()

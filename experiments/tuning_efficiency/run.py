@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
 from autotune.cli import loadavg, write_json  # noqa: E402
+from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
 
 def arm_flags(arm: str) -> list[str]:
@@ -245,7 +246,7 @@ def markdown(summary: dict, meta: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--models", default=",".join(HELD_OUT_MODELS))
     ap.add_argument("--cost-models", default="ms-xgb,xgb,seq,ms-mlp")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--trials", type=int, default=400)
