@@ -20,6 +20,7 @@ import time
 
 from autotune.cli import loadavg, run_main, setup_logging, versions
 from autotune.errors import UserError
+from autotune.lock import folder_lock
 
 logger = logging.getLogger("autotune.collect")
 
@@ -67,13 +68,31 @@ def _main(args) -> int:
     tj = target_json(target)
     cores = int(tj.get("num-cores", 1))
     os.environ.setdefault("TVM_NUM_THREADS", str(cores))
-    os.makedirs(args.out, exist_ok=True)
+    _check_out(args.out)
+    with folder_lock(args.out, "--out"):
+        return _collect(args, target, rpc, only_keys)
+
+
+def _check_out(out: str) -> None:
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UserError(f"--out {out} is a file; a dataset folder (new, or one made by autotune.collect) is expected")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--out {out}: cannot create the dataset folder ({err.strerror})") from None
+
+
+def _collect(args, target, rpc, only_keys) -> int:
     setup_logging(os.path.join(args.out, "logs"), verbose=args.verbose)
 
     from autotune.collection.collector import Collector, hardware_fingerprint
+    from autotune.data.store import DatasetError
 
     fingerprint = hardware_fingerprint(target, rpc_key=args.rpc_key)
-    collector = Collector(args.out, target, fingerprint, rpc=rpc, seed=args.seed)
+    try:
+        collector = Collector(args.out, target, fingerprint, rpc=rpc, seed=args.seed)
+    except DatasetError as err:
+        raise UserError(f"--out: {err}") from None
 
     def request_stop(signum, _frame):
         # a KeyboardInterrupt raised inside TVM's callbacks can be swallowed: stop at a batch boundary
