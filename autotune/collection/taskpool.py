@@ -21,22 +21,11 @@ from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
 
-from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402,F401  (re-exported)
+from autotune.data.splits import HELD_OUT_MODELS, ZOO_DATASET_MODELS, ZOO_SHAPES  # noqa: E402,F401
 from autotune.data.store import TaskInfo  # noqa: E402
 from autotune.frontend import relax as fe  # noqa: E402
 
 logger = logging.getLogger(__name__)
-
-ZOO_DATASET_MODELS = (
-    "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "vgg16", "densenet121",
-    "inception_like", "vit_b16", "bert_base", "gpt2",
-)
-# model -> input shape used for the dataset. Held-out models keep their real shapes (their tasks
-# are the evaluation set); the heaviest training-only CNNs use 112x112, which keeps random
-# programs of their convolutions cheap to measure and adds shape variety.
-ZOO_SHAPES = {"bert_base": (128,), "gpt2": (128,), "vgg16": (3, 112, 112), "densenet121": (3, 112, 112),
-              "inception_like": (3, 112, 112)}
-
 
 @dataclass(frozen=True)
 class SyntheticOp:
@@ -177,18 +166,23 @@ def _merge(merged: dict, task: fe.Task, model: str, source: str) -> None:
     from autotune.tvmrt.database import to_py as _json_de_tvm
 
     key = task.workload_hash
-    if key in merged:
-        info = merged[key]
-        if model not in info.models:
-            info.models.append(model)
-        return
-    args_info = [_json_de_tvm(a.as_json()) for a in ms.arg_info.ArgInfo.from_prim_func(task.mod["main"])]
-    merged[key] = TaskInfo(
-        key=key, name=task.name, workload_hash=key,
-        workload=pack_workload(_json_de_tvm(ms.database.Workload(task.mod).as_json())),
-        tvmscript=task.mod.script(), flops=task.flops, weight=task.weight, models=[model],
-        args_info=args_info, source=source,
-    )
+    if key not in merged:
+        args_info = [_json_de_tvm(a.as_json()) for a in ms.arg_info.ArgInfo.from_prim_func(task.mod["main"])]
+        merged[key] = TaskInfo(
+            key=key, name=task.name, workload_hash=key,
+            workload=pack_workload(_json_de_tvm(ms.database.Workload(task.mod).as_json())),
+            tvmscript=task.mod.script(), flops=task.flops, weight=task.weight, models=[],
+            args_info=args_info, source=source,
+        )
+    tag_model(merged[key], model, task.weight)
+
+
+def tag_model(info: TaskInfo, model: str, occurrences: int) -> None:
+    """Record that ``info``'s workload occurs ``occurrences`` times in ``model`` (a workload that a model's
+    extraction lists twice adds up). Each model keeps its own count."""
+    if model not in info.models:
+        info.models.append(model)
+    info.model_weights[model] = info.model_weights.get(model, 0) + int(occurrences)
 
 
 def pack_workload(workload_json: list) -> list:

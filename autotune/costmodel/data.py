@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autotune.data.feature_cache import read_features
-from autotune.data.store import mean_latency, read_manifest, read_records, read_tasks
+from autotune.data.store import mean_latency, read_manifest, read_records, read_tasks, task_weight
 
 from .inputs import ProgramBatch, normalized_throughput
 
@@ -21,6 +21,7 @@ class TrainingData:
     task_keys: list[str]  # group id -> task key
     tasks: dict[str, dict]
     manifest: dict
+    sampler: np.ndarray | None = None  # per program: "random" (uniform sample) or "evolutionary" (search)
 
     def __len__(self) -> int:
         return len(self.latency)
@@ -37,15 +38,13 @@ class TrainingData:
     def subset(self, mask) -> TrainingData:
         idx = np.nonzero(mask)[0] if np.asarray(mask).dtype == bool else np.asarray(mask)
         return TrainingData(self.batch.subset(idx), self.latency[idx], self.groups[idx], self.task_keys,
-                            self.tasks, self.manifest)
+                            self.tasks, self.manifest, None if self.sampler is None else self.sampler[idx])
 
     def weights_for(self, model: str) -> dict[int, float]:
-        """group id -> how often the task occurs in ``model`` (for the top-k score)."""
-        out = {}
-        for gid, key in enumerate(self.task_keys):
-            if model in self.tasks[key]["models"]:
-                out[gid] = float(self.tasks[key]["weight"])
-        return out
+        """group id -> how often the task occurs in ``model`` itself (for the top-k score): a task shared
+        by two models carries each model's own count."""
+        return {gid: float(task_weight(self.tasks[key], model)) for gid, key in enumerate(self.task_keys)
+                if model in self.tasks[key]["models"]}
 
 
 def load_training_data(root: str, min_programs: int = 2) -> TrainingData:
@@ -65,4 +64,5 @@ def load_training_data(root: str, min_programs: int = 2) -> TrainingData:
     ok &= counts[np.maximum(groups, 0)] >= min_programs
     full = ProgramBatch.from_traces(table.column("trace").to_pylist(), feats, offsets)
     idx = np.nonzero(ok)[0]
-    return TrainingData(full.subset(idx), latency[idx], groups[idx], task_keys, tasks, manifest)
+    sampler = np.asarray(table.column("sampler").to_pylist(), dtype=object)[idx]
+    return TrainingData(full.subset(idx), latency[idx], groups[idx], task_keys, tasks, manifest, sampler)

@@ -7,6 +7,16 @@ from collections.abc import Iterable
 import numpy as np
 
 HELD_OUT_MODELS = ("resnet50", "mobilenet_v2", "bert_base")
+# the zoo models of the shipped datasets and their input shapes (without batch); see collection.taskpool
+ZOO_DATASET_MODELS = (
+    "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "vgg16", "densenet121",
+    "inception_like", "vit_b16", "bert_base", "gpt2",
+)
+# model -> input shape used for the dataset. Held-out models keep their real shapes (their tasks
+# are the evaluation set); the heaviest training-only CNNs use 112x112, which keeps random
+# programs of their convolutions cheap to measure and adds shape variety.
+ZOO_SHAPES = {"bert_base": (128,), "gpt2": (128,), "vgg16": (3, 112, 112), "densenet121": (3, 112, 112),
+              "inception_like": (3, 112, 112)}
 
 
 def split_by_model(tasks: dict[str, dict], held_out: Iterable[str] = HELD_OUT_MODELS):

@@ -8,7 +8,7 @@ import json
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -73,10 +73,13 @@ class TaskInfo:
     workload: list  # MetaSchedule Workload JSON [shash, base64 IRModule]
     tvmscript: str
     flops: float
-    weight: int
+    weight: int  # occurrences in the first model it was extracted from; use model_weights per model
     models: list[str]
     args_info: list
     source: str  # "zoo" | "synthetic"
+    # model -> how often the task occurs in THAT model (a task shared by two models carries a different
+    # weight in each: TenSet/TLP's top-k score and a model's latency sum need the model's own count)
+    model_weights: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return dict(self.__dict__)
@@ -193,6 +196,26 @@ def read_manifest(root: str) -> dict:
 
 def read_tasks(root: str) -> dict[str, dict]:
     return {t["key"]: t for t in _read_jsonl(os.path.join(root, TASKS))}
+
+
+def task_weight(task: dict, model: str) -> int:
+    """How often ``task`` (a tasks.jsonl row) occurs in ``model``. Datasets written before per-model
+    weights existed are refused with the command that adds them (their one ``weight`` is the count
+    in whichever model was extracted first, wrong for the others)."""
+    weights = task.get("model_weights")
+    if not weights:
+        raise DatasetError(
+            f"task {task.get('name')} has no per-model weights (dataset from before schema 1.1); "
+            "add them with python -m autotune.collection.reweigh DATASET"
+        )
+    if model not in weights:
+        raise KeyError(f"task {task.get('name')} does not occur in model {model!r} (it occurs in {sorted(weights)})")
+    return int(weights[model])
+
+
+def write_tasks(root: str, tasks: Iterable[dict]) -> None:
+    """Rewrite tasks.jsonl atomically (used to add derived fields such as per-model weights)."""
+    _atomic_write(os.path.join(root, TASKS), b"".join(json.dumps(t).encode() + b"\n" for t in tasks))
 
 
 def read_records(root: str, verify: bool = True, valid_only: bool = False) -> pa.Table:
