@@ -21,12 +21,15 @@ def test_registry_and_unknown_names():
         create("rdu", w_bogus=1.0)
 
 
-@pytest.mark.parametrize("sizes,have,k,expect", [
-    ([10, 10, 10], [0, 0, 0], 6, [2, 2, 2]),
-    ([30, 10], [0, 0], 8, [6, 2]),  # proportional to the pool
-    ([10, 10], [5, 0], 5, [0, 5]),  # water-filling: the measured task is already past its share
-    ([10, 10], [9, 10], 5, [1, 0]),  # no more than there is
-])
+@pytest.mark.parametrize(
+    "sizes,have,k,expect",
+    [
+        ([10, 10, 10], [0, 0, 0], 6, [2, 2, 2]),
+        ([30, 10], [0, 0], 8, [6, 2]),  # proportional to the pool
+        ([10, 10], [5, 0], 5, [0, 5]),  # water-filling: the measured task is already past its share
+        ([10, 10], [9, 10], 5, [1, 0]),  # no more than there is
+    ],
+)
 def test_task_quotas(sizes, have, k, expect):
     q = task_quotas(np.array(sizes), np.array(have), k, np.random.default_rng(0))
     assert q.tolist() == expect
@@ -64,4 +67,6 @@ def test_kcenter_and_kmeans_cover_clusters():
     picked = kcenter_greedy(x, 4, np.full(len(x), np.inf), first=0)
     assert sorted(set(picked // 50)) == [0, 1, 2, 3]
     _, labels = kmeans(x, 4, rng)
-    assert len(np.unique(labels)) == 4 and all(len(np.unique(labels[i * 50:(i + 1) * 50])) == 1 for i in range(4))
+    assert len(np.unique(labels)) == 4 and all(
+        len(np.unique(labels[i * 50 : (i + 1) * 50])) == 1 for i in range(4)
+    )

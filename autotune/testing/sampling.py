@@ -117,7 +117,9 @@ class SamplerContract:
         if sampler.per_task:  # equal tasks, 2 programs each
             assert (counts == 2).all(), counts
             odd = sampler.select(pool, None, self._model(sampler, model), n_tasks - 1, rng=1)
-            assert not (np.bincount(pool.groups[odd], minlength=n_tasks) == 1).sum() > 1, "lone programs in tasks"
+            assert not (np.bincount(pool.groups[odd], minlength=n_tasks) == 1).sum() > 1, (
+                "lone programs in tasks"
+            )
 
     @pytest.mark.parametrize("aware_name", [name for name, cls in REGISTRY.items() if cls.batch_aware])
     def test_batch_aware_never_picks_copies(self, aware_name, setup):

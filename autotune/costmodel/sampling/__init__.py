@@ -22,9 +22,18 @@ from .samplers import (
     UncertaintySampler,
 )
 
-REGISTRY: dict[str, type[Sampler]] = {cls.name: cls for cls in (
-    RandomSampler, TaskRandomSampler, UncertaintySampler, DiversitySampler, RepresentativenessSampler,
-    RDUSampler, TopKBiasedSampler)}
+REGISTRY: dict[str, type[Sampler]] = {
+    cls.name: cls
+    for cls in (
+        RandomSampler,
+        TaskRandomSampler,
+        UncertaintySampler,
+        DiversitySampler,
+        RepresentativenessSampler,
+        RDUSampler,
+        TopKBiasedSampler,
+    )
+}
 
 
 def create(name: str, **params) -> Sampler:
@@ -36,7 +45,9 @@ def create(name: str, **params) -> Sampler:
         import inspect
 
         valid = [p for p in inspect.signature(REGISTRY[name].__init__).parameters if p != "self"]
-        raise ValueError(f"sampler {name!r}: unknown parameter in {sorted(params)}; valid: {valid or 'none'}") from None
+        raise ValueError(
+            f"sampler {name!r}: unknown parameter in {sorted(params)}; valid: {valid or 'none'}"
+        ) from None
 
 
 __all__ = ["Pool", "Sampler", "REGISTRY", "create", "task_quotas", "BootstrapEnsemble"]

@@ -68,7 +68,9 @@ def as_pool(pool) -> Pool:
         return Pool(pool, np.zeros(len(pool), np.int64))
     if isinstance(pool, np.ndarray):
         return Pool(None, np.zeros(len(pool), np.int64), features=pool)
-    raise TypeError(f"pool must be a Pool, a ProgramBatch or a feature matrix [n, d], got {type(pool).__name__}")
+    raise TypeError(
+        f"pool must be a Pool, a ProgramBatch or a feature matrix [n, d], got {type(pool).__name__}"
+    )
 
 
 def measured_mask(measured, n: int) -> np.ndarray:
@@ -80,8 +82,9 @@ def measured_mask(measured, n: int) -> np.ndarray:
             raise ValueError(f"measured: a bool mask must have shape ({n},), got {arr.shape}")
         return arr.copy()
     if arr.size and (not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0 or arr.max() >= n):
-        raise ValueError(f"measured: indices must be integers in [0, {n}), got {arr.dtype} in "
-                         f"[{arr.min()}, {arr.max()}]")
+        raise ValueError(
+            f"measured: indices must be integers in [0, {n}), got {arr.dtype} in [{arr.min()}, {arr.max()}]"
+        )
     mask = np.zeros(n, bool)
     mask[arr.astype(np.int64)] = True
     return mask
@@ -94,8 +97,9 @@ def group_index(groups: np.ndarray) -> list[np.ndarray]:
     return np.split(order, starts[1:])
 
 
-def task_quotas(sizes: np.ndarray, have: np.ndarray, k: int, rng: np.random.Generator,
-                min_per_task: int = 2) -> np.ndarray:
+def task_quotas(
+    sizes: np.ndarray, have: np.ndarray, k: int, rng: np.random.Generator, min_per_task: int = 2
+) -> np.ndarray:
     """How many of ``k`` new programs each task gets.
 
     ``sizes`` [G] programs per task in the pool, ``have`` [G] of them already measured. Tasks are
@@ -177,33 +181,45 @@ class Sampler(ABC):
             out = self._pick(pool, free, np.nonzero(mask)[0], k, ctx, rng)
         else:
             rows = group_index(pool.groups)
-            quotas = task_quotas([len(r) for r in rows], [int(mask[r].sum()) for r in rows], k, rng,
-                                 self.min_per_task)
-            out = [self._pick(pool, r[~mask[r]], r[mask[r]], int(q), ctx, rng)
-                   for r, q in zip(rows, quotas) if q > 0]
+            quotas = task_quotas(
+                [len(r) for r in rows], [int(mask[r].sum()) for r in rows], k, rng, self.min_per_task
+            )
+            out = [
+                self._pick(pool, r[~mask[r]], r[mask[r]], int(q), ctx, rng)
+                for r, q in zip(rows, quotas)
+                if q > 0
+            ]
             out = np.concatenate(out) if out else np.zeros(0, np.int64)
         out = np.asarray(out, np.int64)
         if len(out) != k or len(np.unique(out)) != k or mask[out].any():  # a bug in a sampler, not user input
-            raise RuntimeError(f"sampler {self.name!r} returned {len(out)} picks for k={k} (duplicates or "
-                               "measured rows)")
+            raise RuntimeError(
+                f"sampler {self.name!r} returned {len(out)} picks for k={k} (duplicates or measured rows)"
+            )
         return out
 
     def _prepare(self, pool: Pool, model) -> dict:
         if not self.needs_model:
             return {}
         if model is None or not getattr(model, "is_fitted", False):
-            raise ValueError(f"sampler {self.name!r} needs a fitted cost model (got "
-                             f"{'None' if model is None else 'an unfitted ' + type(model).__name__})")
+            raise ValueError(
+                f"sampler {self.name!r} needs a fitted cost model (got "
+                f"{'None' if model is None else 'an unfitted ' + type(model).__name__})"
+            )
         if pool.batch is None:
-            raise ValueError(f"sampler {self.name!r} needs the pool's ProgramBatch (the model predicts on it)")
+            raise ValueError(
+                f"sampler {self.name!r} needs the pool's ProgramBatch (the model predicts on it)"
+            )
         score, spread = model.predict_with_spread(pool.batch)
         if self.needs_spread and not np.any(spread > 0):
-            raise ValueError(f"sampler {self.name!r} needs a model with an uncertainty estimate; "
-                             f"{type(model).__name__} reports spread 0 (wrap it: sampling.BootstrapEnsemble)")
+            raise ValueError(
+                f"sampler {self.name!r} needs a model with an uncertainty estimate; "
+                f"{type(model).__name__} reports spread 0 (wrap it: sampling.BootstrapEnsemble)"
+            )
         return {"score": score, "spread": spread}
 
     @abstractmethod
-    def _pick(self, pool: Pool, cand: np.ndarray, ref: np.ndarray, q: int, ctx: dict,
-              rng: np.random.Generator) -> np.ndarray:
+    def _pick(
+        self, pool: Pool, cand: np.ndarray, ref: np.ndarray, q: int, ctx: dict, rng: np.random.Generator
+    ) -> np.ndarray:
         """``q`` of the candidate rows ``cand`` (0 < q <= len(cand)), given measured rows ``ref``
         of the same task (all tasks when not ``per_task``); pool indices in pick order."""

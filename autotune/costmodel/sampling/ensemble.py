@@ -31,7 +31,9 @@ def bootstrap_within_groups(groups: np.ndarray, rng: np.random.Generator) -> np.
 class BootstrapEnsemble(CostModel):
     name = "bootstrap-ensemble"
 
-    def __init__(self, kind: str = "xgb", n_members: int = 4, member_params: dict | None = None, seed: int = 0):
+    def __init__(
+        self, kind: str = "xgb", n_members: int = 4, member_params: dict | None = None, seed: int = 0
+    ):
         self.kind = kind
         self.n_members = n_members
         self.member_params = member_params
@@ -46,7 +48,9 @@ class BootstrapEnsemble(CostModel):
     def _member(self, i: int) -> CostModel:
         from .. import create
 
-        params = dict(SMALL_XGB if self.member_params is None and self.kind == "xgb" else self.member_params or {})
+        params = dict(
+            SMALL_XGB if self.member_params is None and self.kind == "xgb" else self.member_params or {}
+        )
         if "seed" in create(self.kind).get_params():
             params["seed"] = self.seed * 1000 + i
         return create(self.kind, **params)

@@ -50,7 +50,11 @@ def kcenter_greedy(x: np.ndarray, q: int, dist: np.ndarray, first: int | None = 
     dist = np.array(dist, dtype=np.float64)
     picked = []
     for step in range(q):
-        j = int(first) if step == 0 and first is not None and not np.isfinite(dist).any() else int(np.argmax(dist))
+        j = (
+            int(first)
+            if step == 0 and first is not None and not np.isfinite(dist).any()
+            else int(np.argmax(dist))
+        )
         picked.append(j)
         dist = np.minimum(dist, np.sqrt(((x - x[j]) ** 2).sum(1)))
         dist[j] = -1.0
@@ -72,12 +76,17 @@ def density(x: np.ndarray, rng: np.random.Generator, n_ref: int = DENSITY_REF) -
     return out
 
 
-def kmeans(x: np.ndarray, n_clusters: int, rng: np.random.Generator, iters: int = 10,
-           sample: int = KMEANS_SAMPLE) -> tuple[np.ndarray, np.ndarray]:
+def kmeans(
+    x: np.ndarray, n_clusters: int, rng: np.random.Generator, iters: int = 10, sample: int = KMEANS_SAMPLE
+) -> tuple[np.ndarray, np.ndarray]:
     """k-means++ then Lloyd iterations on a random subset of at most ``sample`` rows; every row is
     then assigned. Returns (centres [K, d], labels [n])."""
     n_clusters = int(min(n_clusters, len(x)))
-    fit = x if len(x) <= max(sample, n_clusters) else x[rng.choice(len(x), max(sample, n_clusters), replace=False)]
+    fit = (
+        x
+        if len(x) <= max(sample, n_clusters)
+        else x[rng.choice(len(x), max(sample, n_clusters), replace=False)]
+    )
     centres = np.empty((n_clusters, x.shape[1]), x.dtype)
     centres[0] = fit[rng.integers(len(fit))]
     d2 = sq_dists(fit, centres[:1])[:, 0]

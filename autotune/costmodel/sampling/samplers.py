@@ -83,7 +83,7 @@ class RepresentativenessSampler(Sampler):
         rows = np.concatenate([cand, ref])
         centres, labels = kmeans(x[rows], len(ref) + q, rng, iters=self.iters)
         covered = np.zeros(len(centres), bool)
-        covered[labels[len(cand):]] = True
+        covered[labels[len(cand) :]] = True
         lab = labels[: len(cand)]
         d = np.sqrt(sq_dists(x[cand], centres)[np.arange(len(cand)), lab])
         sizes = np.bincount(labels, minlength=len(centres))
@@ -135,7 +135,7 @@ class RDUSampler(Sampler):
             div = np.ones(len(cand))
             if np.isfinite(dist).any():
                 div = np.minimum(dist / max(float(dist[free].max()), 1e-12), 1.0)
-            total = np.where(free, base * div ** self.w_div, -np.inf)
+            total = np.where(free, base * div**self.w_div, -np.inf)
             j = int(np.argmax(total))
             picked.append(j)
             free[j] = False
