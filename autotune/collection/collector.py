@@ -19,6 +19,7 @@ from autotune.data.store import DatasetWriter, read_records  # noqa: E402
 from autotune.frontend import relax as fe  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
 from autotune.tuning.tuner import SearchConfig, tune  # noqa: E402
+from autotune.tvmrt.database import record_from_row  # noqa: E402
 from autotune.tvmrt.database import to_py as _json_de_tvm  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
 from autotune.tvmrt.target import detect_host, hardware_id, target_json  # noqa: E402
@@ -170,8 +171,7 @@ class Collector:
         workload = database.commit_workload(mod)
         target = self.target.export()
         for trace, secs in rows:
-            obj = [json.loads(trace), secs or [1e10], target, info["args_info"]]
-            database.commit_tuning_record(ms.database.TuningRecord.from_json(obj, workload))
+            database.commit_tuning_record(record_from_row(trace, secs, target, info["args_info"], workload))
 
     def close(self) -> None:
         """Record this run's throughput in the manifest, shut the pools down, compact the journal."""

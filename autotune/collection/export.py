@@ -1,13 +1,12 @@
 """``python -m autotune.collection.export DATASET OUT``: a dataset as a stock MetaSchedule JSONDatabase.
 
 Stock XGBModel/MLPModel (and ``compile_relax``) can then use the same data. Failed rows are
-exported with MetaSchedule's failure marker (run_secs 1e10) unless ``--valid-only``.
+exported with MetaSchedule's failure marker (``FAILED_RUN_SECS``) unless ``--valid-only``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 from autotune.cli import run_main
@@ -15,14 +14,9 @@ from autotune.errors import UserError
 
 
 def export_dataset(root: str, out_dir: str, valid_only: bool = False) -> int:
-    from autotune.tvmrt.startup import fast_start
-
-    fast_start("llvm")
-    from tvm.s_tir import meta_schedule as ms
-
     from autotune.collection.taskpool import task_module
     from autotune.data.store import DatasetError, read_manifest, read_records, read_tasks
-    from autotune.tvmrt.database import FAILED_RUN_SECS, open_json_database
+    from autotune.tvmrt.database import open_json_database, record_from_row
 
     try:
         manifest = read_manifest(root)
@@ -38,8 +32,7 @@ def export_dataset(root: str, out_dir: str, valid_only: bool = False) -> int:
                                 table.column("run_secs").to_pylist()):
         if key not in workloads:
             workloads[key] = db.commit_workload(task_module(tasks[key]))
-        obj = [json.loads(trace), secs or [FAILED_RUN_SECS], target, tasks[key]["args_info"]]
-        db.commit_tuning_record(ms.database.TuningRecord.from_json(obj, workloads[key]))
+        db.commit_tuning_record(record_from_row(trace, secs, target, tasks[key]["args_info"], workloads[key]))
         n += 1
     return n
 

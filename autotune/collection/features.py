@@ -9,7 +9,6 @@ incrementally as the dataset grows; never hand-edited.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
 import numpy as np
@@ -50,6 +49,7 @@ def _extract(manifest, tasks, keys, traces, table, start, batch):
     from tvm.s_tir import meta_schedule as ms
 
     from autotune.collection.taskpool import task_module
+    from autotune.tvmrt.database import record_from_row
 
     target = tvm.target.Target(manifest["hardware"]["target"])
     extractor = ms.feature_extractor.PerStoreFeature()
@@ -65,10 +65,8 @@ def _extract(manifest, tasks, keys, traces, table, start, batch):
         for b in range(0, len(rows), batch):
             chunk = rows[b : b + batch]
             cands = [
-                ms.database.TuningRecord.from_json(
-                    [json.loads(traces[i]), run_secs[i] or [1e10], manifest["hardware"]["target"],
-                     tasks[key]["args_info"]], workload,
-                ).as_measure_candidate()
+                record_from_row(traces[i], run_secs[i], manifest["hardware"]["target"], tasks[key]["args_info"],
+                                workload).as_measure_candidate()
                 for i in chunk
             ]
             for i, feat in zip(chunk, extractor.extract_from(ctx, cands)):

@@ -61,6 +61,14 @@ def open_json_database(work_dir: str) -> ms.database.JSONDatabase:
 FAILED_RUN_SECS = 1e10  # MetaSchedule's marker for a failed candidate
 
 
+def record_from_row(trace: str, run_secs: list[float] | None, target: dict, args_info: list,
+                    workload: ms.database.Workload) -> ms.database.TuningRecord:
+    """A dataset row (trace JSON text, run_secs, the task's target and args_info) as a MetaSchedule
+    TuningRecord of ``workload``; a failed row (no run_secs) gets the failure marker."""
+    obj = [json.loads(trace), list(run_secs) if run_secs else [FAILED_RUN_SECS], target, args_info]
+    return ms.database.TuningRecord.from_json(obj, workload)
+
+
 def record_latency(record) -> float | None:
     """Mean run time of a record in seconds, or None for a failed one."""
     secs = [float(getattr(s, "value", s)) for s in (record.run_secs or [])]
