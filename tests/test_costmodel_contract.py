@@ -7,37 +7,12 @@ import numpy as np
 import pytest
 
 from autotune.costmodel import REGISTRY, ModelFileError, NotFittedError, ProgramBatch, create, load
-from autotune.costmodel.inputs import FEATURE_VERSION, N_STORE_FEATS, normalized_throughput
+from autotune.costmodel.inputs import FEATURE_VERSION, normalized_throughput
 from autotune.costmodel.metrics import pairwise_accuracy
+from autotune.testing.programs import synthetic
 
 QUICK = {"xgb": {"n_estimators": 60}, "xgb-reg": {"n_estimators": 60}, "ms-xgb": {"n_estimators": 200},
          "ms-mlp": {"epochs": 15}, "seq": {"epochs": 15}}
-
-
-def synthetic(n_tasks=12, per_task=40, seed=0):
-    """Programs whose latency is a hidden function of their tile decisions and store features."""
-    rng = np.random.default_rng(seed)
-    traces, feats, offsets, lat, groups = [], [], [0], [], []
-    w = np.zeros(N_STORE_FEATS)
-    w[1:9] = rng.normal(size=8)  # a few informative features, the rest is noise
-    for t in range(n_tasks):
-        for _ in range(per_task):
-            a, b = int(2 ** rng.integers(0, 7)), int(2 ** rng.integers(0, 7))
-            traces.append(json.dumps([[["SamplePerfectTile", ["l1"], [2, 64], ["v2", "v3"]],
-                                       ["Split", ["l1", ["v2", "v3"]], [], ["l4", "l5"]],
-                                       ["Annotate", ["b0", "v6"], ["meta_schedule.parallel"], []]],
-                                      [[0, [a, b]]]]))
-            n_store = 1 + t % 3  # fixed by the workload's blocks within a task, as in real programs
-            f = np.zeros((n_store, N_STORE_FEATS), np.float32)
-            f[:, 1:12] = rng.random((n_store, 11))  # 8 informative + 3 noise columns; the rest unused
-            f[:, 0] = np.log2(a + 1)
-            feats.append(f)
-            offsets.append(offsets[-1] + n_store)
-            # every store contributes (as in real programs: more stores, more work)
-            lat.append(np.exp(0.3 * abs(np.log2(a) - 3) + 0.3 * float(f.sum(0) @ w) + 0.1 * t))
-            groups.append(t)
-    batch = ProgramBatch.from_traces(traces, np.concatenate(feats), np.array(offsets))
-    return batch, np.array(lat), np.array(groups)
 
 
 @pytest.fixture(scope="module")
@@ -106,30 +81,6 @@ def test_fine_tune_on_new_tasks(kind, data):
         assert acc_after > acc_before + 0.02, (kind, acc_before, acc_after)  # measured: +0.05 to +0.26
     with pytest.raises(NotFittedError):
         create(kind).fine_tune(batch.subset(new), y[new], groups[new])
-
-
-@pytest.mark.parametrize("mode", ["none", "online", "blend", "finetune", "residual"])
-def test_online_learner_modes(mode, data):
-    from autotune.costmodel.online import OnlineLearner
-
-    batch, lat, groups = data
-    y = normalized_throughput(lat, groups)
-    old = groups < 9
-    model = create("xgb", n_estimators=60).fit(batch.subset(old), y[old], groups[old])
-    learner = OnlineLearner(model, mode=mode, min_online=16)
-    task = np.nonzero(groups == 10)[0]
-    seen, rest = task[:24], task[24:]
-    learner.add("t10", batch.subset(seen[:8]), lat[seen[:8]])
-    assert "t10" not in learner.fitted  # below min_online: pretrained scores
-    np.testing.assert_allclose(learner.predict("t10", batch.subset(rest)), model.predict(batch.subset(rest)))
-    learner.add("t10", batch.subset(seen[8:]), lat[seen[8:]])
-    assert learner.programs("t10") == 24
-    assert ("t10" in learner.fitted) == (mode != "none")
-    score = learner.predict("t10", batch.subset(rest))
-    assert score.shape == (len(rest),) and np.all(np.isfinite(score))
-    assert pairwise_accuracy(lat[rest], score, groups[rest]) > 0.7
-    with pytest.raises(ValueError, match="valid: none, online"):
-        OnlineLearner(model, mode="magic")
 
 
 def test_card_from_another_feature_version_is_refused(data, tmp_path):

@@ -1,0 +1,9 @@
+"""Contract test suites shipped with the package (Optuna's ``optuna/testing`` habit).
+
+Each family of pluggable strategies has one suite here; tests/ parametrize it over every
+registered implementation, so a new strategy is checked by registering it:
+
+- ``online_update``: every ``autotune.costmodel.online.ONLINE_UPDATES`` strategy (TVM-free);
+- ``search``: every ``autotune.tuning.search.SEARCH_KINDS`` search kind (real TVM, no measuring);
+- ``programs``: synthetic labelled programs for TVM-free cost-model tests.
+"""
