@@ -40,9 +40,16 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/startup_and_trial.py
 
-# Measure programs into a dataset (hours; resumable: rerun to continue).
+# Measure programs into this machine's dataset, datasets/<hardware id> (python -m autotune.env), over the
+# main set's tasks (hours; resumable on any machine of the same hardware: rerun to continue).
+HW = $(shell $(PY) -m autotune.env --hardware-id 2>/dev/null)
+COLLECT_OUT ?= datasets/$(HW)
 collect: setup
-	$(PY) -m autotune.collect --out $(DATASET) --programs-per-task $(PROGRAMS)
+	$(PY) -m autotune.collect --out $(COLLECT_OUT) --same-tasks-as $(DATASET) --programs-per-task $(PROGRAMS)
+
+# Per-model task weights for datasets made before they were recorded (idempotent).
+reweigh: setup
+	$(PY) -m autotune.collection.reweigh $(DATASET)
 
 # The transfer set: same CPU, baseline x86-64-v2 ISA (no AVX2/FMA), 1 core, the main dataset's tasks.
 collect-transfer: setup
