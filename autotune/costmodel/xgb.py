@@ -80,8 +80,9 @@ class XGBCostModel(_XGBBase):
         return dtrain
 
     def _fine_tune_from(self, base, X, y, groups, steps) -> None:
-        self.booster_ = xgb.train(self._params(), self._dmatrix(X, y, groups), num_boost_round=steps,
-                                  xgb_model=base.booster_.copy())
+        # seed_per_iteration: a continued booster does not reseed XGBoost's sampler (same seed, other trees)
+        self.booster_ = xgb.train({**self._params(), "seed_per_iteration": True}, self._dmatrix(X, y, groups),
+                                  num_boost_round=steps, xgb_model=base.booster_.copy())
 
     def _predict(self, X: ProgramBatch):
         score = self.booster_.predict(xgb.DMatrix(X.packsum()))
