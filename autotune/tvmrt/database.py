@@ -6,6 +6,8 @@ import json
 import logging
 import os
 
+from autotune.errors import UserError
+
 from .startup import fast_start
 
 fast_start("llvm")
@@ -50,9 +52,32 @@ def repair_json_lines(path: str) -> int:
     return 1
 
 
+def refuse_damaged(work_dir: str) -> None:
+    """One line (UserError) naming the first line TVM's loader would stop at, and the repair command.
+
+    TVM's own loader raises a C++ check failure with a traceback on such files; a torn last line
+    is not damage (``repair_json_lines`` drops it)."""
+    from autotune.db import repair_hint, scan_database
+
+    scan = scan_database(work_dir)
+    if scan.fatal:
+        first, more = scan.fatal[0], len(scan.fatal) - 1
+        raise UserError(
+            f"{os.path.join(work_dir, first.file)} line {first.line}: {first.kind} ({first.detail})"
+            f"{f' and {more} more damaged lines' if more else ''}; TVM cannot load this database: run "
+            f"{repair_hint(work_dir)} (keeps every valid line, backs up first)"
+        )
+    dups = sum(1 for i in scan.issues if i.kind == "duplicate")
+    if dups:
+        logger.warning("%s: %d duplicate tuning records (harmless; %s removes them)", work_dir, dups,
+                       repair_hint(work_dir))
+
+
 def open_json_database(work_dir: str) -> ms.database.JSONDatabase:
     os.makedirs(work_dir, exist_ok=True)
     wl, rec = os.path.join(work_dir, WORKLOAD_FILE), os.path.join(work_dir, RECORD_FILE)
+    if os.path.exists(wl) or os.path.exists(rec):
+        refuse_damaged(work_dir)
     repair_json_lines(wl)
     repair_json_lines(rec)
     return ms.database.JSONDatabase(path_workload=wl, path_tuning_record=rec, allow_missing=True)
