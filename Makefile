@@ -10,7 +10,8 @@ DATASET ?= datasets/cpu-znver3-2c
 PROGRAMS ?= 100
 
 .PHONY: setup tune test test-fast lint bench clean-venv collect gpu-bundle features train-costmodel tune-costmodel-hparams \
-	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer
+	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer \
+	experiments-active-learning experiments-active-learning-quick
 
 setup: $(VENV_STAMP)
 
@@ -87,6 +88,14 @@ experiments-tuning-efficiency-quick: setup
 # Online-update modes replayed on the dataset's held-out tasks (minutes, no TVM measuring).
 experiments-online-update: setup
 	$(PY) experiments/online_update/run.py --dataset $(DATASET)
+
+# Active learning T1: samplers pick 2-50% of the training tasks' programs; xgb and seq trained on each
+# selection, scored on the held-out models (about an hour on 2 shared cores; resumable) and its CI check.
+experiments-active-learning: features
+	$(PY) experiments/active_learning/run.py --dataset $(DATASET)
+
+experiments-active-learning-quick: setup
+	$(PY) experiments/active_learning/run.py --quick
 
 clean-venv:
 	rm -rf .venv

@@ -153,7 +153,7 @@ class Sampler(ABC):
 
     name: str = "base"
     needs_model: bool = False  # select() reads a fitted model (model=None is an error)
-    needs_spread: bool = False  # ... and its predict_with_spread must give a non-zero spread
+    needs_spread: bool = False  # ... with an uncertainty: model.gives_spread, or some spread > 0
     per_task: bool = True  # k is shared among tasks by task_quotas, choice is within a task
     batch_aware: bool = False  # never picks two copies of one program (or a copy of a measured one)
     #                            while distinct candidates remain in the task
@@ -210,7 +210,7 @@ class Sampler(ABC):
                 f"sampler {self.name!r} needs the pool's ProgramBatch (the model predicts on it)"
             )
         score, spread = model.predict_with_spread(pool.batch)
-        if self.needs_spread and not np.any(spread > 0):
+        if self.needs_spread and not getattr(model, "gives_spread", False) and not np.any(spread > 0):
             raise ValueError(
                 f"sampler {self.name!r} needs a model with an uncertainty estimate; "
                 f"{type(model).__name__} reports spread 0 (wrap it: sampling.BootstrapEnsemble)"

@@ -30,6 +30,7 @@ def bootstrap_within_groups(groups: np.ndarray, rng: np.random.Generator) -> np.
 
 class BootstrapEnsemble(CostModel):
     name = "bootstrap-ensemble"
+    gives_spread = True  # (all 0 only when every member agrees, e.g. trained on one program per task)
 
     def __init__(
         self, kind: str = "xgb", n_members: int = 4, member_params: dict | None = None, seed: int = 0

@@ -1,0 +1,299 @@
+"""Experiment T1: how much of the data does a cost model need when a sampler picks it? (TCL RDU, BALTO)
+
+    python experiments/active_learning/run.py                 # make experiments-active-learning
+    python experiments/active_learning/run.py --quick         # CI: tiny dataset, < 2 min
+    python experiments/active_learning/run.py --report-only   # tables, plot, checks from the finished runs
+
+Offline, on measured data: the pool is every program of the dataset's training tasks (held-out
+models resnet50, mobilenet_v2, bert_base removed, as for the shipped cost models). Each sampler
+picks 2, 5, 10, 20, 50% of the pool in rounds (selection nested: the 5% set holds the 2% set);
+samplers that read a model (``needs_model``) start from a random 1% and before each round a
+bootstrap ensemble of small XGBoost models is fitted on what has been picked so far; the
+selection is shared by every evaluated cost model. Then ``xgb`` and ``seq`` are trained on each
+selection and scored on the held-out models (TenSet top-1/top-5 with each model's task weights).
+Every (sampler, fraction, seed, kind) is one JSON line in results/runs.jsonl: a rerun skips what
+is done, ``--deadline-min`` stops starting new fits after that many minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from al_report import write_report  # noqa: E402  (experiments/active_learning/al_report.py)
+
+from autotune.cli import git_commit, loadavg  # noqa: E402
+
+FRACTIONS = (0.02, 0.05, 0.10, 0.20, 0.50)
+SEED_FRACTION = 0.01  # random start of the samplers that need a model
+ROUNDS = (0.01, 0.02, 0.035, 0.05, 0.075, 0.10, 0.15, 0.20, 0.35, 0.50)  # selection checkpoints
+SAMPLERS = (
+    "random",
+    "random-per-task",
+    "uncertainty",
+    "diversity",
+    "representativeness",
+    "rdu",
+    "topk-biased",
+)
+HELD_OUT = ("resnet50", "mobilenet_v2", "bert_base")
+FULL = "all"  # the sampler name of the 100% rows
+
+
+def model_params(kind: str, seed: int, quick: bool) -> dict:
+    from autotune.costmodel.train import hparams_for
+
+    params = {**hparams_for(kind), "seed": seed}
+    params.update({"xgb": {"nthread": 1}, "seq": {"num_threads": 1}}[kind])
+    if quick:
+        params.update({"xgb": {"n_estimators": 40}, "seq": {"epochs": 2}}[kind])
+    return params
+
+
+def pool_hash(train) -> str:
+    h = hashlib.sha256()
+    h.update(np.asarray(train.groups, np.int64).tobytes())
+    h.update(np.asarray(train.latency, np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def selection(sampler_name: str, seed: int, train, rounds, cache_dir: str, quick: bool) -> dict:
+    """The sampler's nested pick order over the pool (up to the last round), cached as JSON."""
+    from autotune.costmodel.sampling import BootstrapEnsemble, Pool, create
+
+    path = os.path.join(cache_dir, f"{sampler_name}-s{seed}.json")
+    key = pool_hash(train)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            cached = json.load(f)
+        if cached.get("pool") == key and cached.get("rounds") == list(rounds):
+            return cached
+    sampler = create(sampler_name)
+    pool = Pool(train.batch, train.groups)
+    rng = np.random.default_rng([seed, 7])
+    n = len(train)
+    picked = np.zeros(0, np.int64)
+    log = []
+    for r, frac in enumerate(rounds):
+        target = int(round(frac * n))
+        k = target - len(picked)
+        if k <= 0:
+            continue
+        t0 = time.perf_counter()
+        model, fit_s = None, 0.0
+        if sampler.needs_model and len(picked) == 0:
+            new = create("random").select(pool, picked, None, k, rng)  # the random start
+        else:
+            if sampler.needs_model:
+                sub = train.subset(picked)
+                member = {"n_estimators": 20, "max_depth": 4, "nthread": 1} if quick else None
+                model = BootstrapEnsemble("xgb", n_members=4, member_params=member, seed=seed * 100 + r)
+                model.fit(sub.batch, sub.y, sub.groups)
+                fit_s = time.perf_counter() - t0
+            new = sampler.select(pool, picked, model, k, rng)
+        picked = np.concatenate([picked, new])
+        log.append(
+            {
+                "fraction": frac,
+                "programs": len(picked),
+                "model_fit_s": fit_s,
+                "select_s": time.perf_counter() - t0 - fit_s,
+            }
+        )
+        print(
+            f"  select {sampler_name} seed {seed}: {frac:.3f} -> {len(picked)} programs "
+            f"(model fit {fit_s:.1f} s, select {log[-1]['select_s']:.1f} s)",
+            flush=True,
+        )
+    out = {
+        "sampler": sampler_name,
+        "seed": seed,
+        "pool": key,
+        "rounds": list(rounds),
+        "order": picked.tolist(),
+        "log": log,
+    }
+    os.makedirs(cache_dir, exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(out, f)
+    os.replace(path + ".tmp", path)
+    return out
+
+
+def fit_and_score(kind: str, seed: int, train, rows: np.ndarray, data, held: dict, quick: bool) -> dict:
+    from autotune.costmodel import create
+    from autotune.costmodel.train import evaluate
+
+    sub = train.subset(np.sort(rows))
+    model = create(kind, **model_params(kind, seed, quick))
+    t0 = time.perf_counter()
+    model.fit(sub.batch, sub.y, sub.groups)
+    fit_s = time.perf_counter() - t0
+    metrics = evaluate(model, data, held)
+    return {
+        "fit_s": fit_s,
+        "programs": len(sub),
+        "tasks": int(len(np.unique(sub.groups))),
+        "tasks_with_2plus": int((np.bincount(sub.groups) >= 2).sum()),
+        "top1": metrics["mean"]["top1"],
+        "top5": metrics["mean"]["top5"],
+        "pairwise": metrics["mean"]["pairwise"],
+        "per_model": {
+            m: {k: metrics[m][k] for k in ("top1", "top5", "pairwise")} for m in held if m in metrics
+        },
+    }
+
+
+def jobs(kinds, samplers, fractions, seeds, seq_first) -> list[tuple[str, float, int, str]]:
+    """Priority order: every xgb fit first (100%, then 10% and 5%, then the rest); then seq at
+    100%, random and rdu at 5/10%, the other samplers at 5/10%, then 2/20/50%."""
+    order = []
+    fr_first = [f for f in (0.10, 0.05) if f in fractions] + [f for f in fractions if f not in (0.10, 0.05)]
+    if "xgb" in kinds:
+        order += [(FULL, 1.0, s, "xgb") for s in seeds]
+        order += [(sm, f, s, "xgb") for f in fr_first for s in seeds for sm in samplers]
+    if "seq" in kinds:
+        first = [sm for sm in ("random", "rdu") if sm in samplers] if seq_first else list(samplers)
+        order += [(FULL, 1.0, seeds[0], "seq")]
+        order += [(sm, f, s, "seq") for s in seeds for f in fr_first[:2] for sm in first]
+        order += [(FULL, 1.0, s, "seq") for s in seeds[1:]]
+        order += [
+            (sm, f, s, "seq") for s in seeds for f in fr_first[:2] for sm in samplers if sm not in first
+        ]
+        order += [(sm, f, s, "seq") for f in fr_first[2:] for s in seeds for sm in samplers]
+    seen, out = set(), []
+    for job in order:
+        if job not in seen:
+            seen.add(job)
+            out.append(job)
+    return out
+
+
+def read_runs(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:  # a torn last line from a killed run: that job reruns
+                    continue
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", default=os.path.join(ROOT, "datasets", "cpu-znver3-2c"))
+    ap.add_argument("--held-out", default=",".join(HELD_OUT))
+    ap.add_argument("--kinds", default="xgb,seq")
+    ap.add_argument("--samplers", default=",".join(SAMPLERS))
+    ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--cache", default=os.path.join(ROOT, "runs", "active_learning", "selections"))
+    ap.add_argument(
+        "--deadline-min", type=float, default=None, help="start no new fit after this many minutes"
+    )
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument(
+        "--quick", action="store_true", help="CI: tiny dataset, small models, 2 seeds, 5, 10, 50%"
+    )
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.dataset = os.path.join(ROOT, "tests", "data", "tiny_dataset")
+        args.held_out, args.seeds, args.fractions = "tiny", 2, "0.05,0.1,0.5"
+        args.out = os.path.join(ROOT, "runs", "active_learning", "quick", "results")
+        args.cache = os.path.join(ROOT, "runs", "active_learning", "quick", "selections")
+    import torch
+
+    torch.set_num_threads(1)
+    from autotune.costmodel.data import load_training_data
+    from autotune.data.splits import split_by_model
+
+    kinds = [k for k in args.kinds.split(",") if k]
+    samplers = [s for s in args.samplers.split(",") if s]
+    fractions = [float(f) for f in args.fractions.split(",") if f]
+    seeds = list(range(args.seeds))
+    held_names = [m for m in args.held_out.split(",") if m]
+    t_load = time.perf_counter()
+    data = load_training_data(args.dataset)
+    train_keys, held = split_by_model(data.tasks, held_names)
+    held = {m: [k for k in keys if k in data.task_keys] for m, keys in held.items()}
+    train = data.select_tasks(train_keys)
+    print(
+        f"pool: {len(train)} programs of {len(np.unique(train.groups))} training tasks; held out "
+        f"{ {m: len(k) for m, k in held.items()} } (loaded in {time.perf_counter() - t_load:.0f} s)",
+        flush=True,
+    )
+    os.makedirs(args.out, exist_ok=True)
+    runs_path = os.path.join(args.out, "runs.jsonl")
+    key = pool_hash(train)
+    done = {
+        (r["sampler"], r["fraction"], r["seed"], r["kind"])
+        for r in read_runs(runs_path)
+        if r.get("pool") == key
+    }
+    rounds = tuple(sorted(set(r for r in ROUNDS if r <= max(fractions)) | set(fractions)))
+    t0 = time.time()
+    todo = [j for j in jobs(kinds, samplers, fractions, seeds, seq_first=True) if j not in done]
+    print(f"{len(done)} runs done, {len(todo)} to do", flush=True)
+    for sampler_name, frac, seed, kind in [] if args.report_only else todo:
+        if args.deadline_min is not None and time.time() - t0 > 60 * args.deadline_min:
+            print(
+                f"deadline of {args.deadline_min} min reached; {len(todo)} runs left for a rerun", flush=True
+            )
+            break
+        if sampler_name == FULL:
+            rows = np.arange(len(train))
+        else:
+            sel = selection(sampler_name, seed, train, rounds, args.cache, args.quick)
+            rows = np.asarray(sel["order"][: int(round(frac * len(train)))])
+        res = fit_and_score(kind, seed, train, rows, data, held, args.quick)
+        line = {
+            "sampler": sampler_name,
+            "fraction": frac,
+            "seed": seed,
+            "kind": kind,
+            "pool": key,
+            "pool_programs": len(train),
+            **res,
+            "loadavg": loadavg(),
+            "commit": git_commit(),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        with open(runs_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+        print(
+            f"{kind:4s} {sampler_name:18s} {frac:5.2f} seed {seed}: top1 {res['top1']:.3f} top5 {res['top5']:.3f} "
+            f"({res['programs']} programs, fit {res['fit_s']:.0f} s, {time.time() - t0:.0f} s so far)",
+            flush=True,
+        )
+    runs = [r for r in read_runs(runs_path) if r.get("pool") == key]
+    wanted = jobs(kinds, samplers, fractions, seeds, seq_first=False)
+    sel_logs = {}
+    for name in samplers:
+        path = os.path.join(args.cache, f"{name}-s0.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                sel_logs[name] = json.load(f)["log"]
+    write_report(runs, wanted, args, len(train), sel_logs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
