@@ -104,3 +104,26 @@ def test_time_module_times_a_real_kernel_with_tvm_time_evaluator(tmp_path):
         assert len(secs[n]) == 3 and all(s > 0 for s in secs[n])
         np.testing.assert_allclose(np.from_dlpack(args[1]), x * 2 + 1, rtol=1e-6)
     assert min(secs[1 << 18]) > 4 * min(secs[1 << 12])
+
+
+@needs_nvcc
+def test_results_file_torn_tail_resumes_and_mid_file_corruption_is_one_line(bundle, tmp_path, cli):
+    """measure and ingest read results.jsonl with the dataset store's reader: a line cut by a killed
+    run is redone; a corrupt line before the end is refused with the file and line named, exit 2."""
+    out = tmp_path / "dry"
+    res = cli("autotune.cuda.measure", str(bundle), "--out", str(out), "--dry-run")
+    assert res.returncode == 0, res.stderr
+    results = out / "results.jsonl"
+    good = results.read_text().splitlines()
+    results.write_text("\n".join(good[:-1]) + "\n" + good[-1][: len(good[-1]) // 2])  # killed mid-write
+    res = cli("autotune.cuda.measure", str(bundle), "--out", str(out), "--dry-run")
+    assert res.returncode == 0, res.stderr
+    again = [json.loads(line) for line in results.read_text().splitlines()]  # every line parses
+    assert [r.get("id") for r in again if r["kind"] == "program"].count(json.loads(good[-1])["id"]) == 1
+    assert len(again) == len(good) + 1  # the cut program loaded again (and a dry run's device line)
+    results.write_text(good[0] + "\n{not json\n" + "\n".join(good[1:]) + "\n")
+    for args in (("autotune.cuda.measure", str(bundle), "--out", str(out), "--dry-run"),
+                 ("autotune.cuda.bundle", "ingest", str(bundle), str(results), "--out", str(tmp_path / "ds"))):
+        res = cli(*args)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip() == f"error: {results}: corrupt JSON on line 2", res.stderr

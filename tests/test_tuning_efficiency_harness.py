@@ -88,3 +88,16 @@ def test_wall_time_per_trial_is_split_by_phase():
     runs = [{**_run("ms-xgb", 0, [2, 1]), **te.wall_per_trial(report)}]
     table = te.markdown(te.summarize(runs, baselines=("ms-xgb",)), {})
     assert "1.00 (2.00 / 1.00 / 0.50)" in table
+
+
+def test_task_sequences_read_the_database_in_measured_order(tmp_path):
+    """MetaSchedule's JSON database (one line per workload / record): latencies per task in the order
+    measured, failures as inf, records of other workloads ignored, a line cut by a kill skipped."""
+    wd = str(tmp_path)
+    report = {"tasks": [{"workload_hash": "0x1f"}, {"workload_hash": "0x2a"}]}
+    with open(os.path.join(wd, "database_workload.json"), "w") as f:
+        f.write("".join(json.dumps([h, {}]) + "\n" for h in ("42", "999", "31")))
+    recs = [(2, [1.0, 3.0]), (0, [5.0]), (1, [7.0]), (2, [1e10]), (0, None)]
+    with open(os.path.join(wd, "database_tuning_record.json"), "w") as f:
+        f.write("".join(json.dumps([w, [[], secs, {}, []]]) + "\n" for w, secs in recs) + '[0, [[], [9')
+    assert te.task_sequences(wd, report) == [[2.0, float("inf")], [5.0, float("inf")]]

@@ -34,6 +34,7 @@ import time
 
 from autotune.cli import run_main, setup_logging, versions
 from autotune.data.splits import HELD_OUT_MODELS
+from autotune.data.store import DatasetError, read_jsonl
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.cuda.bundle")
@@ -69,24 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return run_main(lambda: {"build": build, "pack": pack, "ingest": ingest}[args.cmd](args))
+    return run_main(lambda: _dispatch(args))
 
 
-# ----------------------------------------------------------------------------------------- build
-def _read_jsonl(path: str) -> list[dict]:
-    """The dataset store's JSON-lines reader (a torn last line is skipped: the rest is redone);
-    corruption mid-file becomes a one-line UserError."""
-    from autotune.data.store import DatasetError
-    from autotune.data.store import _read_jsonl as read
-
+def _dispatch(args) -> int:
     try:
-        return read(path)
-    except DatasetError as err:
+        return {"build": build, "pack": pack, "ingest": ingest}[args.cmd](args)
+    except DatasetError as err:  # a corrupt dataset, bundle or results file (mid-file): one line, exit 2
         raise UserError(str(err)) from None
 
 
+# ----------------------------------------------------------------------------------------- build
 def _pick_tasks(root: str, only_models: list[str], max_tasks: int | None) -> list[dict]:
-    from autotune.data.store import DatasetError, read_records, read_tasks
+    from autotune.data.store import read_records, read_tasks
 
     try:
         tasks = read_tasks(root)
@@ -157,7 +153,7 @@ def build(args) -> int:
     from autotune.tvmrt.measure import PooledBuilder
 
     path = os.path.join(args.out, PROGRAMS)
-    done = _read_jsonl(path)
+    done = read_jsonl(path)
     with open(path, "w", encoding="utf-8") as f:  # rewrite without a possibly cut last line
         f.writelines(json.dumps(r) + "\n" for r in done)
     per_task: dict[str, int] = {}
@@ -311,8 +307,8 @@ def ingest(args) -> int:
         info = json.load(f)
     if not os.path.exists(args.results):
         raise UserError(f"{args.results}: no such results file (autotune.cuda.measure writes results.jsonl)")
-    programs = {r["id"]: r for r in _read_jsonl(os.path.join(args.bundle, PROGRAMS))}
-    results = _read_jsonl(args.results)
+    programs = {r["id"]: r for r in read_jsonl(os.path.join(args.bundle, PROGRAMS))}
+    results = read_jsonl(args.results)
     header = next((r for r in results if r.get("kind") == "device"), None)
     if header is None:
         raise UserError(f"{args.results}: no device line; was it written by autotune.cuda.measure?")
@@ -331,7 +327,7 @@ def ingest(args) -> int:
 
         table = read_records(args.out, verify=False)
         have = set(zip(table.column("task_key").to_pylist(), table.column("trace").to_pylist()))
-    tasks = {t["key"]: t for t in _read_jsonl(os.path.join(args.bundle, "tasks.jsonl"))}
+    tasks = {t["key"]: t for t in read_jsonl(os.path.join(args.bundle, "tasks.jsonl"))}
     for key in {programs[r["id"]]["task_key"] for r in timed}:
         writer.add_task(TaskInfo(**{k: tasks[key][k] for k in TaskInfo.__dataclass_fields__}))
     rows, seen = [], set()

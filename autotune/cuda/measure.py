@@ -2,7 +2,8 @@
 
 Runs on the GPU machine, which has no TVM and no network: it needs only ``tvm_ffi`` (the bundle's
 wheel), TVM's runtime libraries (the bundle's ``runtime/``), torch (to allocate and time on the
-GPU) and numpy. Imports nothing else from autotune that needs TVM.
+GPU), numpy and pyarrow (for the dataset store's JSON-lines reader). Imports nothing from autotune
+that needs TVM.
 
 Each program: load its shared object, allocate its arguments on the GPU with torch (floats
 uniform in [0, 1), integers zero — index inputs must stay in bounds), one checked call, then TVM's
@@ -24,17 +25,7 @@ import struct
 import sys
 import time
 
-
-def _read_jsonl(path: str) -> list[dict]:
-    out = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    break
-    return out
+from autotune.data.store import DatasetError, read_jsonl
 
 
 def _fail(msg: str) -> int:
@@ -130,8 +121,7 @@ def _driver_version() -> str | None:
         return None
 
 
-def main(argv=None) -> int:
-    os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")  # no JIT build of torch glue on the device
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m autotune.cuda.measure", description=__doc__.split("\n\n")[0])
     p.add_argument("bundle")
     p.add_argument("--out", required=True, help="folder for results.jsonl")
@@ -139,20 +129,57 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--min-repeat-ms", type=float, default=10.0)
     p.add_argument("--dry-run", action="store_true", help="load every kernel, time nothing (no GPU needed)")
-    args = p.parse_args(argv)
-    deadline = time.time() + args.time_limit if args.time_limit else None
-    if args.bundle.endswith((".tar.xz", ".txz")):  # a packed bundle: unpack it outside --out
-        import tarfile
-        import tempfile
+    return p
 
+
+def unpack(packed: str) -> str:
+    """A packed bundle (.tar.xz) unpacked once into the temp dir (outside --out); returns its folder."""
+    import tarfile
+    import tempfile
+
+    stamp = f"{os.path.basename(packed)}-{os.path.getsize(packed)}-{int(os.path.getmtime(packed))}"
+    dest = os.path.join(tempfile.gettempdir(), "autotune_gpu_bundle", stamp)
+    if not os.path.exists(os.path.join(dest, "bundle", "bundle.json")):
+        with tarfile.open(packed, "r:xz") as tar:
+            tar.extractall(dest, filter="data")
+    return os.path.join(dest, "bundle")
+
+
+def measure_program(tvm_ffi, torch, args, entry: str, prog: dict) -> dict:
+    """One program's results line: ``loaded`` (dry run), ``ok`` with run_secs, or ``run_error``."""
+    row = {"kind": "program", "id": prog["id"], "timestamp": time.time()}
+    try:
+        mod = tvm_ffi.load_module(os.path.join(args.bundle, prog["kernel"]))
+        func = mod[entry]
+        if args.dry_run:
+            row.update(status="loaded", run_secs=[], error="")
+        else:
+            tensors = [tvm_ffi.from_dlpack(t) for t in _alloc(torch, prog["args_info"], "cuda")]
+            func(*tensors)  # one checked call first: a kernel that faults fails here, not in the loop
+            torch.cuda.synchronize()
+            secs = time_module(tvm_ffi, mod, entry, tensors, 2, args.repeat, args.min_repeat_ms)
+            row.update(status="ok", run_secs=secs, error="")
+    except Exception as err:  # noqa: BLE001 - a failing kernel is a data point, not a crash
+        row.update(status="run_error", run_secs=[], error=f"{type(err).__name__}: {err}"[:500])
+    return row
+
+
+def _context_alive(torch) -> bool:
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # noqa: BLE001 - a sticky CUDA error ends the run
+        return False
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")  # no JIT build of torch glue on the device
+    args = build_parser().parse_args(argv)
+    deadline = time.time() + args.time_limit if args.time_limit else None
+    if args.bundle.endswith((".tar.xz", ".txz")):
         if not os.path.exists(args.bundle):
             return _fail(f"{args.bundle}: no such file")
-        stamp = f"{os.path.basename(args.bundle)}-{os.path.getsize(args.bundle)}-{int(os.path.getmtime(args.bundle))}"
-        dest = os.path.join(tempfile.gettempdir(), "autotune_gpu_bundle", stamp)
-        if not os.path.exists(os.path.join(dest, "bundle", "bundle.json")):
-            with tarfile.open(args.bundle, "r:xz") as tar:
-                tar.extractall(dest, filter="data")
-        args.bundle = os.path.join(dest, "bundle")
+        args.bundle = unpack(args.bundle)
     info_path = os.path.join(args.bundle, "bundle.json")
     if not os.path.exists(info_path):
         return _fail(f"{args.bundle}: not a bundle (no bundle.json); make one with python -m autotune.cuda.bundle build")
@@ -170,9 +197,16 @@ def main(argv=None) -> int:
             return _fail("no CUDA GPU visible to torch on this machine; use --dry-run to only check the bundle")
     os.makedirs(args.out, exist_ok=True)
     out_path = os.path.join(args.out, "results.jsonl")
-    prior = _read_jsonl(out_path)
+    try:
+        prior = read_jsonl(out_path)
+        programs = [r for r in read_jsonl(os.path.join(args.bundle, "programs.jsonl")) if r["status"] == "ok"]
+    except DatasetError as err:
+        return _fail(str(err))
+    if prior:  # rewritten without a line a killed run cut short (appending after it would corrupt the file)
+        with open(out_path + ".tmp", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in prior)
+        os.replace(out_path + ".tmp", out_path)
     done = {r["id"] for r in prior if r.get("kind") == "program"}
-    programs = [r for r in _read_jsonl(os.path.join(args.bundle, "programs.jsonl")) if r["status"] == "ok"]
     entry = info.get("entry", "main")
     t0, n_ok, n_err = time.time(), 0, 0
     with open(out_path, "w" if not prior else "a", encoding="utf-8") as f:
@@ -182,36 +216,16 @@ def main(argv=None) -> int:
                                 "versions": {"tvm_ffi": tvm_ffi.__version__,
                                              "torch": torch.__version__ if torch else None},
                                 "timestamp": time.time()}) + "\n")
-        for prog in programs:
-            if prog["id"] in done:
-                continue
+        for prog in (p for p in programs if p["id"] not in done):
             if deadline and time.time() > deadline:
                 print(f"time limit: stopping with {len(programs) - len(done)} programs left", file=sys.stderr)
                 break
-            row = {"kind": "program", "id": prog["id"], "timestamp": time.time()}
-            try:
-                mod = tvm_ffi.load_module(os.path.join(args.bundle, prog["kernel"]))
-                func = mod[entry]
-                if args.dry_run:
-                    row.update(status="loaded", run_secs=[], error="")
-                else:
-                    tensors = [tvm_ffi.from_dlpack(t) for t in _alloc(torch, prog["args_info"], "cuda")]
-                    func(*tensors)  # one checked call first: a kernel that faults fails here, not in the loop
-                    torch.cuda.synchronize()
-                    secs = time_module(tvm_ffi, mod, entry, tensors, 2, args.repeat, args.min_repeat_ms)
-                    row.update(status="ok", run_secs=secs, error="")
-                n_ok += 1
-            except Exception as err:  # noqa: BLE001 - a failing kernel is a data point, not a crash
-                row.update(status="run_error", run_secs=[], error=f"{type(err).__name__}: {err}"[:500])
-                n_err += 1
-                if torch is not None:
-                    try:
-                        torch.cuda.synchronize()
-                    except Exception:  # noqa: BLE001 - a sticky CUDA error ends the run
-                        f.write(json.dumps(row) + "\n")
-                        return _fail(f"CUDA context lost after {prog['id']}: {err}; rerun to resume after it")
+            row = measure_program(tvm_ffi, torch, args, entry, prog)
             f.write(json.dumps(row) + "\n")
             f.flush()
+            if row["status"] == "run_error" and torch is not None and not _context_alive(torch):
+                return _fail(f"CUDA context lost after {prog['id']}: {row['error']}; rerun to resume after it")
+            n_ok, n_err = (n_ok, n_err + 1) if row["status"] == "run_error" else (n_ok + 1, n_err)
             done.add(prog["id"])
     print(json.dumps({"ok": n_ok, "errors": n_err, "seconds": round(time.time() - t0, 1),
                       "remaining": len([p for p in programs if p["id"] not in done])}))

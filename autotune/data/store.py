@@ -46,8 +46,10 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _read_jsonl(path: str) -> list[dict]:
-    """Rows of a JSON-lines file; a torn *last* line is skipped, corruption elsewhere raises."""
+def read_jsonl(path: str) -> list:
+    """Rows of a JSON-lines file ([] if it does not exist); a torn *last* line (a writer killed
+    mid-write) is skipped, corruption elsewhere raises DatasetError naming the file and line.
+    The one JSON-lines reader of autotune (datasets, GPU bundles, GPU timing results)."""
     if not os.path.exists(path):
         return []
     with open(path, "rb") as f:
@@ -110,17 +112,17 @@ class DatasetWriter:
                 "counts": {},
             }
             self._write_manifest()
-        self._journal_rows = len(_read_jsonl(os.path.join(root, JOURNAL)))
+        self._journal_rows = len(read_jsonl(os.path.join(root, JOURNAL)))
         self._repair_journal()
 
     def _repair_journal(self) -> None:
         path = os.path.join(self.root, JOURNAL)
-        rows = _read_jsonl(path)
+        rows = read_jsonl(path)
         if os.path.exists(path):
             _atomic_write(path, b"".join(json.dumps(r).encode() + b"\n" for r in rows))
 
     def known_tasks(self) -> dict[str, dict]:
-        return {t["key"]: t for t in _read_jsonl(os.path.join(self.root, TASKS))}
+        return {t["key"]: t for t in read_jsonl(os.path.join(self.root, TASKS))}
 
     def add_task(self, task: TaskInfo) -> None:
         if task.key in self.known_tasks():
@@ -145,7 +147,7 @@ class DatasetWriter:
     def compact(self) -> None:
         """Move the journal's rows into a new Parquet shard (atomic), then empty the journal."""
         journal = os.path.join(self.root, JOURNAL)
-        rows = _read_jsonl(journal)
+        rows = read_jsonl(journal)
         if not rows:
             return
         index = len(self.manifest["shards"])
@@ -195,7 +197,7 @@ def read_manifest(root: str) -> dict:
 
 
 def read_tasks(root: str) -> dict[str, dict]:
-    return {t["key"]: t for t in _read_jsonl(os.path.join(root, TASKS))}
+    return {t["key"]: t for t in read_jsonl(os.path.join(root, TASKS))}
 
 
 def task_weight(task: dict, model: str) -> int:
@@ -232,7 +234,7 @@ def read_records(root: str, verify: bool = True, valid_only: bool = False) -> pa
             tables.append(pq.read_table(path, schema=RECORD_SCHEMA))
         except Exception as err:  # pyarrow raises several types for broken files
             raise DatasetError(f"{path}: unreadable Parquet shard ({type(err).__name__}: {err})") from None
-    journal = _read_jsonl(os.path.join(root, JOURNAL))
+    journal = read_jsonl(os.path.join(root, JOURNAL))
     if journal:
         tables.append(pa.Table.from_pylist(journal, schema=RECORD_SCHEMA))
     table = pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()

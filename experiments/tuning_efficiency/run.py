@@ -31,6 +31,7 @@ sys.path.insert(0, ROOT)
 
 from autotune.cli import loadavg, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
+from autotune.data.store import read_jsonl  # noqa: E402
 
 
 def arm_flags(arm: str) -> list[str]:
@@ -98,20 +99,15 @@ def stale_reason(report_path: str, cost_model: str) -> str | None:
 def task_sequences(wd: str, report: dict) -> list[list[float]]:
     """Per task (report order): the latency of every measured candidate in the order it was measured
     (the search's ranking order within a batch); failed candidates count as inf."""
-    with open(os.path.join(wd, "database_workload.json")) as f:
-        shash = [json.loads(line)[0] for line in f if line.strip()]
+    shash = [row[0] for row in read_jsonl(os.path.join(wd, "database_workload.json"))]
     index = {str(int(t["workload_hash"], 16)): i for i, t in enumerate(report["tasks"])}
     seqs: list[list[float]] = [[] for _ in report["tasks"]]
-    with open(os.path.join(wd, "database_tuning_record.json")) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            widx, rec = json.loads(line)
-            task = index.get(shash[widx])
-            if task is None:
-                continue
-            secs = [float(x) for x in (rec[1] or [])]
-            seqs[task].append(sum(secs) / len(secs) if secs and max(secs) < 1e9 else float("inf"))
+    for widx, rec in read_jsonl(os.path.join(wd, "database_tuning_record.json")):
+        task = index.get(shash[widx])
+        if task is None:
+            continue
+        secs = [float(x) for x in (rec[1] or [])]
+        seqs[task].append(sum(secs) / len(secs) if secs and max(secs) < 1e9 else float("inf"))
     return seqs
 
 
