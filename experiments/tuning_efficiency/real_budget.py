@@ -1,0 +1,183 @@
+"""Tuning efficiency at a real budget (issue 15's protocol), measured on compiled models.
+
+    python experiments/tuning_efficiency/real_budget.py                    # 3 held-out models x arms x 2 seeds
+    python experiments/tuning_efficiency/real_budget.py --quick            # CI: tiny_mlp, 4 trials per task
+    python experiments/tuning_efficiency/real_budget.py --summarize-only   # tabulate what has finished
+
+Budget: 32 trials per task (resnet50 ~1,056, mobilenet_v2 ~1,056, bert_base ~576 trials). Arms:
+- ``stock-ms``: MetaSchedule's own ``tune_relax`` loop with its default search (stock_ms.py) — the baseline;
+- ``ms-xgb``: autotune's loop with MetaSchedule's stock online XGBModel;
+- ``ms-mlp``: autotune's loop with the pretrained TenSet-MLP (TCL's baseline);
+- ``auto``: autotune's default (``--cost-model auto``: this hardware's best pretrained model, or the
+  nearest hardware's, adapted online).
+Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget and timed (snapshots.py):
+compiled latency and the wall time to each point are measured, not estimated. Speedup vs stock =
+the trials (and seconds) an arm needed to reach stock MetaSchedule's final compiled latency, read off
+the snapshots (so it is resolved to the snapshot grid: at most 8x is visible), paired by seed.
+Resumable: finished runs (report.json + snapshots.json) are kept; partial results are tabulated.
+Run it alone on the machine (loads are recorded with every run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
+
+from autotune.cli import loadavg, write_json  # noqa: E402
+from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
+
+ARMS = ("stock-ms", "ms-xgb", "ms-mlp", "auto")
+TRIALS_PER_TASK = 32
+
+
+def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int) -> list[str]:
+    if arm == "stock-ms":
+        return [sys.executable, os.path.join(HERE, "stock_ms.py"), "--model", model, "--work-dir", wd,
+                "--trials-per-task", str(trials_per_task), "--seed", str(seed)]
+    name, _, online = arm.partition(":")
+    return [sys.executable, "-m", "autotune.tune", "--model", model, "--cost-model", name,
+            *(["--online-update", online] if online else []), "--trials", "1000000",
+            "--trials-per-task", str(trials_per_task), "--seed", str(seed), "--work-dir", wd,
+            "--skip-untuned", "--bench-rounds", "3"]
+
+
+def run_arm(arm: str, model: str, seed: int, root: str, trials_per_task: int, rounds: int, start: bool) -> dict | None:
+    wd = os.path.join(root, model, arm.replace(":", "-"), f"seed{seed}")
+    snap = os.path.join(wd, "snapshots.json")
+    if not os.path.exists(os.path.join(wd, "report.json")):
+        if not start:
+            return None
+        cmd = arm_command(arm, model, seed, wd, trials_per_task)
+        print(f"{time.strftime('%H:%M:%S')} {model} {arm} seed {seed}: tuning (load {loadavg()})", flush=True)
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if res.returncode != 0:
+            tail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}"
+            return {"model": model, "arm": arm, "seed": seed, "failed": tail}
+    if not os.path.exists(snap):
+        if not start:
+            return None
+        print(f"{time.strftime('%H:%M:%S')} {model} {arm} seed {seed}: snapshots", flush=True)
+        res = subprocess.run([sys.executable, os.path.join(HERE, "snapshots.py"), wd, "--model", model,
+                              "--rounds", str(rounds)], cwd=ROOT, capture_output=True, text=True)
+        if res.returncode != 0:
+            return {"model": model, "arm": arm, "seed": seed, "failed": "snapshots: " + res.stderr.strip()[-300:]}
+    with open(snap, encoding="utf-8") as f:
+        snaps = json.load(f)
+    with open(os.path.join(wd, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    return {"model": model, "arm": arm, "seed": seed, "snapshots": snaps["snapshots"],
+            "wall_s": (report.get("wall_s") or {}).get("tuning"), "loadavg": report.get("loadavg_end") or report.get("loadavg"),
+            "cost_model_used": report.get("cost_model_used"), "hardware_id": report.get("hardware_id")}
+
+
+def first_reaching(run: dict, target_ms: float, key: str):
+    for s in run["snapshots"]:
+        if s["latency_ms"] <= target_ms:
+            return s[key]
+    return None
+
+
+def summarize(runs: list[dict], baseline: str = "stock-ms") -> dict:
+    out: dict = {}
+    ok = [r for r in runs if "failed" not in r]
+    for model in sorted({r["model"] for r in ok}):
+        out[model] = {}
+        base = {r["seed"]: r for r in ok if r["model"] == model and r["arm"] == baseline}
+        for arm in sorted({r["arm"] for r in ok if r["model"] == model}):
+            mine = {r["seed"]: r for r in ok if r["model"] == model and r["arm"] == arm}
+            row = {"seeds": len(mine),
+                   "final_latency_ms": float(np.mean([r["snapshots"][-1]["latency_ms"] for r in mine.values()])),
+                   "wall_s": float(np.mean([r["wall_s"] or np.nan for r in mine.values()]))}
+            ratios, tr, tm = [], [], []
+            for seed, b in base.items():
+                if seed not in mine:
+                    continue
+                target = b["snapshots"][-1]["latency_ms"]
+                ratios.append(mine[seed]["snapshots"][-1]["latency_ms"] / target)
+                n_b, n_o = b["snapshots"][-1]["records"], first_reaching(mine[seed], target, "records")
+                s_b, s_o = b["snapshots"][-1]["elapsed_s"], first_reaching(mine[seed], target, "elapsed_s")
+                tr.append(n_b / n_o if n_o else None)
+                tm.append(s_b / s_o if s_o and s_b else None)
+            row["final_ratio_vs_stock"] = float(np.exp(np.mean(np.log(ratios)))) if ratios else None
+            row["speedup_trials_vs_stock_per_seed"] = tr
+            row["speedup_time_vs_stock_per_seed"] = tm
+            done = [x for x in tr if x]
+            row["speedup_trials_vs_stock"] = float(np.exp(np.mean(np.log(done)))) if done and len(done) == len(tr) else None
+            done = [x for x in tm if x]
+            row["speedup_time_vs_stock"] = float(np.exp(np.mean(np.log(done)))) if done and len(done) == len(tm) else None
+            out[model][arm] = row
+    return out
+
+
+def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
+    fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
+    lines = ["# Tuning efficiency at a real budget (measured compiled latency)", "",
+             f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task; load at start "
+             f"{meta['loadavg_start']}, end {meta['loadavg_end']}.", "",
+             "| model | arm | seeds | compiled latency at 1/8 / 1/4 / 1/2 / full budget (ms, seed mean) | "
+             "tuning wall s | final / stock's | trials speedup vs stock (per seed) | time speedup vs stock |",
+             "|---|---|---|---|---|---|---|---|"]
+    for model, arms in summary.items():
+        for arm, r in arms.items():
+            mine = [x for x in runs if x["model"] == model and x["arm"] == arm and "failed" not in x]
+            grid = " / ".join(f"{np.mean([m['snapshots'][i]['latency_ms'] for m in mine]):.2f}"
+                              for i in range(min(len(m["snapshots"]) for m in mine)))
+            per = ", ".join("not reached" if x is None else f"{x:.2f}x" for x in r["speedup_trials_vs_stock_per_seed"])
+            lines.append(f"| {model} | {arm} | {r['seeds']} | {grid} | {r['wall_s']:.0f} | "
+                         f"{fmt(r['final_ratio_vs_stock'], '{:.3f}')} | {fmt(r['speedup_trials_vs_stock'])} ({per or '-'}) | "
+                         f"{fmt(r['speedup_time_vs_stock'])} |")
+    failed = [r for r in runs if "failed" in r]
+    if failed:
+        lines += ["", "Failed runs: " + "; ".join(f"{r['model']} {r['arm']} s{r['seed']}: {r['failed']}" for r in failed)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(HELD_OUT_MODELS))
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--trials-per-task", type=int, default=TRIALS_PER_TASK)
+    ap.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per snapshot")
+    ap.add_argument("--work-root", default=os.path.join(ROOT, "runs", "tuning_real"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results_real"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--summarize-only", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.models, args.arms, args.seeds, args.trials_per_task, args.rounds = "tiny_mlp", "stock-ms,ms-xgb", "0", 4, 2
+        args.work_root = os.path.join(args.work_root, "quick")
+        args.out = os.path.join(args.work_root, "results")
+    meta = {"command": " ".join(["python", "experiments/tuning_efficiency/real_budget.py", *(argv or sys.argv[1:])]),
+            "trials_per_task": args.trials_per_task, "loadavg_start": loadavg()}
+    runs = []
+    for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run compares all arms
+        for model in args.models.split(","):
+            for arm in args.arms.split(","):
+                res = run_arm(arm, model, seed, args.work_root, args.trials_per_task, args.rounds,
+                              start=not args.summarize_only)
+                if res is not None:
+                    runs.append(res)
+    meta["loadavg_end"] = loadavg()
+    summary = summarize(runs)
+    os.makedirs(args.out, exist_ok=True)
+    write_json(os.path.join(args.out, "real_budget.json"), {"meta": meta, "summary": summary, "runs": runs})
+    table = markdown(summary, runs, meta)
+    with open(os.path.join(args.out, "README.md"), "w", encoding="utf-8") as f:
+        f.write(table)
+    print(table)
+    return 1 if any("failed" in r for r in runs) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

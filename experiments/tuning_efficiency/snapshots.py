@@ -1,0 +1,121 @@
+"""Measured, not reconstructed: the compiled model's latency from a tuning database at budget fractions.
+
+    python experiments/tuning_efficiency/snapshots.py WORK_DIR --model resnet50 [--fractions 0.125,0.25,0.5,1]
+
+For each fraction f the first ceil(f x N) tuning records (database order = measurement order, for
+autotune's loop and stock MetaSchedule's alike) go into a temporary JSONDatabase; the model is
+compiled with it (``compile_relax``, untuned where a task has no record yet) and every snapshot is
+timed in alternating rounds in one process (median per snapshot). The wall time at which each
+snapshot's last record was measured comes from the run's report.json history. Writes
+WORK_DIR/snapshots.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+from autotune.cli import loadavg, write_json  # noqa: E402
+
+FRACTIONS = (0.125, 0.25, 0.5, 1.0)
+RECORDS = "database_tuning_record.json"
+WORKLOADS = "database_workload.json"
+
+
+def record_lines(work_dir: str) -> list[bytes]:
+    with open(os.path.join(work_dir, RECORDS), "rb") as f:
+        return [line for line in f.read().split(b"\n") if line.strip()]
+
+
+def elapsed_at(report: dict, n: int) -> float | None:
+    """Seconds since tuning started when the database held n records (report history rows start with the
+    records in the database: autotune's loop counts earlier runs' records too, stock runs start empty)."""
+    for row in (report.get("history") or {}).get("rows") or []:
+        if row[0] >= n:
+            return float(row[1])
+    return None
+
+
+def snapshot_dirs(work_dir: str, fractions, tmp: str) -> list[tuple[float, int, str]]:
+    lines = record_lines(work_dir)
+    out = []
+    for f in fractions:
+        n = min(len(lines), max(1, math.ceil(f * len(lines))))
+        d = os.path.join(tmp, f"f{f}")
+        os.makedirs(d)
+        with open(os.path.join(work_dir, WORKLOADS), "rb") as src, open(os.path.join(d, WORKLOADS), "wb") as dst:
+            dst.write(src.read())
+        with open(os.path.join(d, RECORDS), "wb") as dst:
+            dst.write(b"\n".join(lines[:n]) + b"\n")
+        out.append((f, n, d))
+    return out
+
+
+def measure_snapshots(work_dir: str, model_name: str, fractions=FRACTIONS, rounds: int = 5, seed: int = 0) -> dict:
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    from tvm.s_tir import meta_schedule as ms
+
+    from autotune.frontend import relax as fe
+    from autotune.frontend.models import load_model
+    from autotune.tvmrt.target import parse_target, target_json
+
+    target = parse_target("llvm")
+    os.environ.setdefault("TVM_NUM_THREADS", str(target_json(target).get("num-cores", 1)))
+    model = load_model(model_name, seed=seed)
+    mod, params = fe.import_exported(model.exported)
+    mod = fe.bind_and_simplify(mod, params)
+    with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    rows, runners = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for frac, n, d in snapshot_dirs(work_dir, fractions, tmp):
+            t0 = time.time()
+            db = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
+            exe = fe.compile_with_database(mod, target, db)
+            rows.append({"fraction": frac, "records": n, "compile_s": time.time() - t0,
+                         "elapsed_s": elapsed_at(report, n)})
+            runners.append(fe.VMRunner(exe))
+    samples = [[] for _ in runners]
+    for r in runners:  # warm-up
+        r.time(model.inputs, repeat=1, min_repeat_ms=50)
+    for _ in range(rounds):  # alternating rounds: each snapshot once per round
+        for i, r in enumerate(runners):
+            time.sleep(0.3)
+            samples[i].append(r.time(model.inputs, repeat=1, min_repeat_ms=100)[0])
+    for row, s in zip(rows, samples):
+        row["latency_ms"] = statistics.median(s) * 1e3
+        row["latency_ms_rounds"] = [x * 1e3 for x in s]
+    result = {"work_dir": work_dir, "model": model.name, "arm": report.get("arm") or report.get("cost_model"),
+              "seed": report.get("seed"), "records": len(record_lines(work_dir)), "rounds": rounds,
+              "snapshots": rows, "loadavg": loadavg()}
+    write_json(os.path.join(work_dir, "snapshots.json"), result)
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("work_dir")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args(argv)
+    res = measure_snapshots(args.work_dir, args.model, [float(x) for x in args.fractions.split(",")], args.rounds)
+    for row in res["snapshots"]:
+        print(f"{row['fraction']:>6} {row['records']:>6} records  {row['latency_ms']:.3f} ms  "
+              f"at {row['elapsed_s'] if row['elapsed_s'] is not None else '-'} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
