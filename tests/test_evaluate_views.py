@@ -29,8 +29,8 @@ def _data(scores, latency, groups, sampler, tasks, keys):
 
 def test_views_hand_computed():
     # task a: only in held-out m (weight 1); task b: in m (weight 3) and in training model r (shared)
-    tasks = {"a": {"name": "a", "models": ["m"], "model_weights": {"m": 1}},
-             "b": {"name": "b", "models": ["m", "r"], "model_weights": {"m": 3, "r": 1}}}
+    tasks = {"a": {"name": "a", "models": ["m"], "model_weights": {"m": 1}, "args_info": [[1, 2]]},
+             "b": {"name": "b", "models": ["m", "r"], "model_weights": {"m": 3, "r": 1}, "args_info": [[5]]}}
     lat = [1.0, 2.0, 8.0, 10.0, 20.0, 40.0]
     grp = [0, 0, 0, 1, 1, 1]
     smp = ["random", "evolutionary", "evolutionary", "random", "evolutionary", "evolutionary"]
@@ -38,6 +38,9 @@ def test_views_hand_computed():
     score = [0.0, 1.0, 0.5, 0.0, 1.0, 0.5]
     data = _data(score, lat, grp, smp, tasks, ["a", "b"])
     assert shared_with_training(tasks, ["a", "b"], ["m"]) == {"b"}
+    # a training-only task with a's argument shapes makes a a near-duplicate too
+    twin = {**tasks, "c": {"name": "c", "models": ["r"], "model_weights": {"r": 1}, "args_info": [[1, 2]]}}
+    assert shared_with_training(twin, ["a", "b"], ["m"]) == {"a", "b"}
     res = evaluate(ColumnModel(), data, {"m": ["a", "b"]})
     # all: (1*1 + 3*10) / (1*2 + 3*20)
     assert res["m"]["top1"] == pytest.approx(31 / 62)

@@ -4,12 +4,16 @@ Three views of each held-out model's programs:
 - ``all``: every measured program of the model's tasks (TenSet/TLP top-1, top-5, pairwise);
 - ``search``: only programs the evolutionary sampler produced (the region where the search ranks
   candidates; uniform random samples are mostly far slower and easy to rank);
-- ``unseen``: only tasks no training model shares (a held-out task that is also a task of a training
-  model, e.g. resnet50's 3x3 convolutions of resnet18's shapes, tests recall more than transfer).
+- ``unseen``: without near-duplicate tasks: a held-out task that is also a task of a training model
+  (resnet50's 3x3 convolutions of resnet18's shapes; bert_base's layers shared with vit_b16/gpt2), or
+  whose arguments have exactly the shapes of a training task's (another epilogue over the same
+  operands), tests recall more than generalisation.
 Scores use each model's own task weights (``TrainingData.weights_for``).
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 
@@ -21,9 +25,15 @@ METRICS = ("top1", "top5", "pairwise")
 
 
 def shared_with_training(tasks: dict[str, dict], keys, held_out) -> set[str]:
-    """Keys among ``keys`` that a model outside ``held_out`` also contains."""
+    """Near-duplicates among ``keys``: tasks a model outside ``held_out`` also contains, and tasks whose
+    argument shapes equal those of a training-only task."""
     held = set(held_out)
-    return {k for k in keys if any(m not in held for m in tasks[k]["models"])}
+
+    def signature(task):
+        return tuple(sorted(json.dumps(a) for a in task.get("args_info", [])))
+
+    train_sigs = {signature(t) for t in tasks.values() if not held & set(t["models"])}
+    return {k for k in keys if any(m not in held for m in tasks[k]["models"]) or signature(tasks[k]) in train_sigs}
 
 
 def view_of(data, model: str, keys, view: str, held_out):
