@@ -13,6 +13,7 @@ ids (ranking objectives compare programs only within a task).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from abc import ABC, abstractmethod
@@ -36,11 +37,17 @@ class CostModel(ABC):
     name: str = "base"
     uses_traces: bool = True  # False: predict reads only the per-store features (callers may skip traces)
 
-    def get_params(self) -> dict:
-        import inspect
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
 
-        sig = inspect.signature(type(self).__init__)
-        return {k: getattr(self, k) for k in sig.parameters if k != "self"}
+    def _store_params(self, values: dict) -> None:
+        """Stores every ``__init__`` keyword unchanged: ``__init__`` ends with ``self._store_params(locals())``."""
+        for name in self._param_names():
+            setattr(self, name, values[name])
+
+    def get_params(self) -> dict:
+        return {k: getattr(self, k) for k in self._param_names()}
 
     @property
     def is_fitted(self) -> bool:

@@ -60,20 +60,7 @@ class TensetMLPCostModel(TorchRankerModel):
         num_threads: int = 2,
         device: str = "cpu",
     ) -> None:
-        self.hidden_dim = hidden_dim
-        self.epochs = epochs
-        self.lr = lr
-        self.weight_decay = weight_decay
-        self.batch_groups = batch_groups
-        self.min_batches = min_batches
-        self.max_group_size = max_group_size
-        self.val_fraction = val_fraction
-        self.patience = patience
-        self.mse_weight = mse_weight
-        self.grad_clip = grad_clip
-        self.seed = seed
-        self.num_threads = num_threads
-        self.device = device
+        self._store_params(locals())
 
     def _build(self) -> SegmentSumMLP:
         return SegmentSumMLP(self.hidden_dim)

@@ -203,27 +203,7 @@ class SeqCostModel(TorchRankerModel):
         num_threads: int = 2,
         device: str = "cpu",
     ) -> None:
-        self.d_model = d_model
-        self.n_layers = n_layers
-        self.expand = expand
-        self.d_state = d_state
-        self.d_conv = d_conv
-        self.store_hidden = store_hidden
-        self.n_heads = n_heads
-        self.dropout = dropout
-        self.epochs = epochs
-        self.lr = lr
-        self.weight_decay = weight_decay
-        self.batch_groups = batch_groups
-        self.min_batches = min_batches
-        self.max_group_size = max_group_size
-        self.val_fraction = val_fraction
-        self.patience = patience
-        self.mse_weight = mse_weight
-        self.grad_clip = grad_clip
-        self.seed = seed
-        self.num_threads = num_threads
-        self.device = device
+        self._store_params(locals())
 
     def _build(self) -> SeqNet:
         return SeqNet(

@@ -36,26 +36,11 @@ def hparams_for(kind: str, hparams_dir: str = HPARAMS_DIR) -> dict:
 
 
 def evaluate(model, data, held_out: dict[str, list[str]]) -> dict:
-    from .metrics import pairwise_accuracy, top_k_interval, top_k_score
+    """TenSet top-1 / top-5 / pairwise per held-out model on all its programs, and their mean
+    (``costmodel.evaluate``'s ``all`` view)."""
+    from .evaluate import evaluate as evaluate_views
 
-    out = {}
-    for name, keys in held_out.items():
-        part = data.select_tasks(keys)
-        if len(part) == 0:
-            continue
-        score = model.predict(part.batch)
-        weights = part.weights_for(name)
-        out[name] = {
-            "top1": top_k_score(part.latency, score, part.groups, weights, 1),
-            "top1_interval90": top_k_interval(part.latency, score, part.groups, weights, 1),
-            "top5": top_k_score(part.latency, score, part.groups, weights, 5),
-            "pairwise": pairwise_accuracy(part.latency, score, part.groups),
-            "programs": len(part),
-            "tasks": len(set(part.groups.tolist())),
-        }
-    if out:
-        out["mean"] = {k: float(np.mean([v[k] for v in out.values()])) for k in ("top1", "top5", "pairwise")}
-    return out
+    return evaluate_views(model, data, held_out, views=("all",))["views"]["all"]
 
 
 def _throughput(model, batch, min_n: int = 20000) -> float:

@@ -45,16 +45,7 @@ class XGBCostModel(_XGBBase):
     def __init__(self, objective: str = "rank:pairwise", n_estimators: int = 300, max_depth: int = 8,
                  learning_rate: float = 0.1, min_child_weight: float = 1.0, subsample: float = 0.9,
                  colsample_bytree: float = 0.9, reg_lambda: float = 1.0, nthread: int = 2, seed: int = 0):
-        self.objective = objective
-        self.n_estimators = n_estimators
-        self.max_depth = max_depth
-        self.learning_rate = learning_rate
-        self.min_child_weight = min_child_weight
-        self.subsample = subsample
-        self.colsample_bytree = colsample_bytree
-        self.reg_lambda = reg_lambda
-        self.nthread = nthread
-        self.seed = seed
+        self._store_params(locals())
 
     def _params(self) -> dict:
         params = {
@@ -96,13 +87,7 @@ class MSXGBCostModel(_XGBBase):
 
     def __init__(self, n_estimators: int = 300, max_depth: int = 10, gamma: float = 0.001,
                  min_child_weight: float = 0.0, eta: float = 0.2, nthread: int = 2, seed: int = 43):
-        self.n_estimators = n_estimators
-        self.max_depth = max_depth
-        self.gamma = gamma
-        self.min_child_weight = min_child_weight
-        self.eta = eta
-        self.nthread = nthread
-        self.seed = seed
+        self._store_params(locals())
 
     def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, rounds: int | None = None,
              base=None) -> None:
