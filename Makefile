@@ -11,6 +11,7 @@ PROGRAMS ?= 100
 
 .PHONY: setup tune test test-fast lint bench clean-venv collect gpu-bundle features train-costmodel tune-costmodel-hparams \
 	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer \
+	transfer-costmodel experiments-transfer experiments-transfer-quick \
 	experiments-active-learning experiments-active-learning-quick
 
 setup: $(VENV_STAMP)
@@ -96,6 +97,22 @@ experiments-active-learning: features
 
 experiments-active-learning-quick: setup
 	$(PY) experiments/active_learning/run.py --quick
+
+# Cross-hardware transfer (issue 14): a cost model for DST's hardware from the SRC hardware's model
+# (models/$(SRC)/$(KIND)), using FRACTION of DST's training programs; writes models/<DST hardware>/$(KIND)/.
+KIND ?= seq
+METHOD ?= ckd
+FRACTION ?= 0.1
+transfer-costmodel: setup
+	@test -n "$(SRC)" -a -n "$(DST)" || { echo "error: give SRC=<source hardware id, a folder of models/> DST=<target dataset folder>" >&2; exit 2; }
+	$(PY) -m autotune.costmodel.transfer --source models/$(SRC)/$(KIND) --target-dataset $(DST) --method $(METHOD) --fraction $(FRACTION)
+
+# Experiment T3: every transfer method x target fraction x seed (resumable) and its CI form.
+experiments-transfer: setup
+	$(PY) experiments/transfer/run.py
+
+experiments-transfer-quick: setup
+	$(PY) experiments/transfer/run.py --quick
 
 clean-venv:
 	rm -rf .venv
