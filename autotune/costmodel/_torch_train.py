@@ -121,10 +121,15 @@ def _pad(
 class TorchRankerModel(CostModel):
     """CostModel hooks shared by the torch ranking models; see the module docstring.
 
-    Subclasses define ``__init__`` with their hyperparameters and at least: epochs, lr,
-    weight_decay, batch_groups, min_batches, max_group_size, val_fraction, patience, mse_weight,
-    grad_clip, seed, num_threads, device.
+    The training keywords are this ``__init__``'s; a subclass's ``__init__`` takes its network's
+    keywords and passes ``**training`` on (with its own defaults where they differ).
     """
+
+    def __init__(self, *, epochs: int = 30, lr: float = 2e-3, weight_decay: float = 1e-2, batch_groups: int = 8,
+                 min_batches: int = 16, max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 10,
+                 mse_weight: float = 0.0, grad_clip: float = 1.0, seed: int = 0, num_threads: int = 2,
+                 device: str = "cpu") -> None:
+        self._store_params(locals())
 
     @abstractmethod
     def _build(self) -> nn.Module:

@@ -39,12 +39,21 @@ class CostModel(ABC):
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        return [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
+        """The named keywords of ``__init__`` along the class chain (a subclass may take its own and
+        pass ``**rest`` on to its parent's ``__init__``, as the torch models pass training keywords)."""
+        names: list[str] = []
+        for klass in cls.__mro__[: cls.__mro__.index(CostModel)]:
+            if "__init__" in vars(klass):
+                params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+                names += [p.name for p in params if p.name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+                          and p.name not in names]
+        return names
 
     def _store_params(self, values: dict) -> None:
-        """Stores every ``__init__`` keyword unchanged: ``__init__`` ends with ``self._store_params(locals())``."""
+        """Stores the keywords of the calling ``__init__`` unchanged: it calls ``self._store_params(locals())``."""
         for name in self._param_names():
-            setattr(self, name, values[name])
+            if name in values:
+                setattr(self, name, values[name])
 
     def get_params(self) -> dict:
         return {k: getattr(self, k) for k in self._param_names()}

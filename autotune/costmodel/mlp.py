@@ -46,20 +46,11 @@ class TensetMLPCostModel(TorchRankerModel):
         self,
         *,
         hidden_dim: int = 256,
-        epochs: int = 50,
-        lr: float = 7e-4,
-        weight_decay: float = 1e-6,
-        batch_groups: int = 8,
-        min_batches: int = 16,
-        max_group_size: int = 64,
-        val_fraction: float = 0.1,
-        patience: int = 10,
-        mse_weight: float = 0.0,
-        grad_clip: float = 0.5,
-        seed: int = 0,
-        num_threads: int = 2,
-        device: str = "cpu",
+        **training,
     ) -> None:
+        """``training``: TorchRankerModel's keywords; MetaSchedule's MLP trains longer, slower and with
+        less weight decay than its defaults (epochs 50, lr 7e-4, weight_decay 1e-6, grad_clip 0.5)."""
+        super().__init__(**{"epochs": 50, "lr": 7e-4, "weight_decay": 1e-6, "grad_clip": 0.5, **training})
         self._store_params(locals())
 
     def _build(self) -> SegmentSumMLP:

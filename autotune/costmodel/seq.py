@@ -178,31 +178,10 @@ class SeqCostModel(TorchRankerModel):
 
     name = "seq"
 
-    def __init__(
-        self,
-        *,
-        d_model: int = 32,
-        n_layers: int = 2,
-        expand: int = 1,
-        d_state: int = 8,
-        d_conv: int = 4,
-        store_hidden: int = 32,
-        n_heads: int = 1,
-        dropout: float = 0.2,
-        epochs: int = 30,
-        lr: float = 2e-3,
-        weight_decay: float = 1e-2,
-        batch_groups: int = 8,
-        min_batches: int = 16,
-        max_group_size: int = 64,
-        val_fraction: float = 0.1,
-        patience: int = 10,
-        mse_weight: float = 0.0,
-        grad_clip: float = 1.0,
-        seed: int = 0,
-        num_threads: int = 2,
-        device: str = "cpu",
-    ) -> None:
+    def __init__(self, *, d_model: int = 32, n_layers: int = 2, expand: int = 1, d_state: int = 8, d_conv: int = 4,
+                 store_hidden: int = 32, n_heads: int = 1, dropout: float = 0.2, **training) -> None:
+        """``training``: TorchRankerModel's keywords (epochs 30, lr 2e-3, weight_decay 1e-2, ...)."""
+        super().__init__(**training)
         self._store_params(locals())
 
     def _build(self) -> SeqNet:
