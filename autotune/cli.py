@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -44,6 +45,12 @@ def run_main(main: Callable[[], int]) -> int:
         return main()
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" (writing {err.filename})" if err.filename else ""
+        print(f"error: no space left on device{where}; free space and run again", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: everything measured so far is in the work dir; run again to resume", file=sys.stderr)

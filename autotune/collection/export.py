@@ -16,7 +16,7 @@ from autotune.errors import UserError
 def export_dataset(root: str, out_dir: str, valid_only: bool = False) -> int:
     from autotune.collection.taskpool import task_module
     from autotune.data.store import DatasetError, read_manifest, read_records, read_tasks
-    from autotune.tvmrt.database import open_json_database, record_from_row
+    from autotune.tvmrt.database import check_committed, open_json_database, record_from_row
 
     try:
         manifest = read_manifest(root)
@@ -34,6 +34,7 @@ def export_dataset(root: str, out_dir: str, valid_only: bool = False) -> int:
             workloads[key] = db.commit_workload(task_module(tasks[key]))
         db.commit_tuning_record(record_from_row(trace, secs, target, tasks[key]["args_info"], workloads[key]))
         n += 1
+    check_committed(out_dir, n)  # TVM ignores write errors (a full disk): count the lines
     return n
 
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import lzma
 import os
 import platform
 import struct
 import sys
+import tarfile
 import time
 
 from autotune.data.store import DatasetError, read_jsonl
@@ -141,8 +143,19 @@ def unpack(packed: str) -> str:
     dest = os.path.join(tempfile.gettempdir(), "autotune_gpu_bundle", stamp)
     if not os.path.exists(os.path.join(dest, "bundle", "bundle.json")):
         with tarfile.open(packed, "r:xz") as tar:
-            tar.extractall(dest, filter="data")
+            members = tar.getmembers()
+            for member in members:  # all checked before anything is written
+                if not member.name.startswith("bundle/") or ".." in member.name.split("/") \
+                        or not (member.isfile() or member.isdir()):
+                    raise UnsafeArchive(f"{packed}: refused: member {member.name!r} is not a plain file or folder "
+                                        "under bundle/ (a bundle made by autotune.cuda.bundle pack holds only those)")
+                tarfile.data_filter(member, dest)  # absolute paths, links out of dest: FilterError
+            tar.extractall(dest, members=members, filter="data")
     return os.path.join(dest, "bundle")
+
+
+class UnsafeArchive(ValueError):
+    """A packed bundle whose members would land outside its folder (or are links/devices)."""
 
 
 def measure_program(tvm_ffi, torch, args, entry: str, prog: dict) -> dict:
@@ -179,7 +192,13 @@ def main(argv=None) -> int:
     if args.bundle.endswith((".tar.xz", ".txz")):
         if not os.path.exists(args.bundle):
             return _fail(f"{args.bundle}: no such file")
-        args.bundle = unpack(args.bundle)
+        try:
+            args.bundle = unpack(args.bundle)
+        except UnsafeArchive as err:
+            return _fail(str(err))
+        except (tarfile.TarError, EOFError, lzma.LZMAError, OSError) as err:
+            return _fail(f"{args.bundle}: not a readable packed bundle ({type(err).__name__}: {err}); "
+                         "expected the .tar.xz that autotune.cuda.bundle pack writes")
     info_path = os.path.join(args.bundle, "bundle.json")
     if not os.path.exists(info_path):
         return _fail(f"{args.bundle}: not a bundle (no bundle.json); make one with python -m autotune.cuda.bundle build")

@@ -7,9 +7,13 @@ samplers, collection throughput (programs/hour, build/run split) from the manife
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from collections import Counter
 
 import numpy as np
+
+from autotune.errors import UserError
 
 from .store import mean_latency, read_manifest, read_records, read_tasks
 
@@ -84,11 +88,29 @@ def markdown(s: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m autotune.data.stats")
-    ap.add_argument("dataset")
+    from autotune.cli import run_main
+
+    ap = argparse.ArgumentParser(prog="python -m autotune.data.stats", description=__doc__.split("\n\n")[0])
+    ap.add_argument("dataset", help="a dataset folder written by autotune.collect")
+    ap.add_argument("--markdown", default=None, help="also write the table to this file")
     args = ap.parse_args(argv)
-    print(markdown(dataset_stats(args.dataset)))
-    return 0
+
+    def body() -> int:
+        text = markdown(dataset_stats(args.dataset))  # DatasetError is a UserError: one line, exit 2
+        print(text)
+        if args.markdown:
+            tmp = args.markdown + ".tmp"
+            try:
+                with open(tmp, "w", encoding="utf-8") as f:
+                    f.write(text)
+                os.replace(tmp, args.markdown)
+            except OSError as err:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+                raise UserError(f"--markdown {args.markdown}: cannot write ({err.strerror})") from None
+        return 0
+
+    return run_main(body)
 
 
 if __name__ == "__main__":

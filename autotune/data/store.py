@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from autotune.errors import UserError
+
 from .schema import RECORD_FIELDS, RECORD_SCHEMA, SCHEMA_VERSION, STATUS_OK
 
 MANIFEST = "manifest.json"
@@ -21,8 +23,10 @@ JOURNAL = "journal.jsonl"
 SHARD_DIR = "shards"
 
 
-class DatasetError(ValueError):
-    """A dataset file is missing, corrupt or from an incompatible schema (message names the file)."""
+class DatasetError(UserError, ValueError):
+    """A dataset file is missing, corrupt or from an incompatible schema (message names the file).
+
+    A UserError: a CLI that lets it through still prints one line and exits 2 (autotune.cli.run_main)."""
 
 
 def _fsync_write(path: str, data: bytes, mode: str = "ab") -> None:
@@ -185,14 +189,19 @@ def read_manifest(root: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise DatasetError(f"{path}: not found; is {root} a dataset folder?") from None
     except ValueError as err:
         raise DatasetError(f"{path}: corrupt manifest ({err})") from None
+    expected = "a JSON object with schema_version, hardware and shards, as autotune.collect writes"
+    if not isinstance(manifest, dict):
+        raise DatasetError(f"{path}: not a dataset manifest (expected {expected})")
     if manifest.get("schema_version") != SCHEMA_VERSION:
         raise DatasetError(
             f"{path}: schema version {manifest.get('schema_version')}, this autotune reads {SCHEMA_VERSION}"
         )
+    if not isinstance(manifest.get("hardware"), dict) or not isinstance(manifest.get("shards"), dict):
+        raise DatasetError(f"{path}: not a dataset manifest (expected {expected})")
     return manifest
 
 

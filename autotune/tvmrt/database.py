@@ -83,6 +83,20 @@ def open_json_database(work_dir: str) -> ms.database.JSONDatabase:
     return ms.database.JSONDatabase(path_workload=wl, path_tuning_record=rec, allow_missing=True)
 
 
+def check_committed(work_dir: str, records: int) -> None:
+    """Raise a UserError unless ``records`` complete lines reached the record file.
+
+    TVM's JSONDatabase appends with a C++ ofstream and ignores write errors: on a full disk it
+    "commits" records that never reach the file. Count what is there after writing."""
+    path = os.path.join(work_dir, RECORD_FILE)
+    with open(path, "rb") as f:
+        written = f.read().count(b"\n")
+    if written < records:
+        free = os.statvfs(work_dir).f_bavail * os.statvfs(work_dir).f_frsize
+        raise UserError(f"{path}: only {written} of {records} records reached the file ({free} bytes free on "
+                        "its device: disk full?); free space and write into an empty folder again")
+
+
 FAILED_RUN_SECS = 1e10  # MetaSchedule's marker for a failed candidate
 
 
