@@ -110,12 +110,21 @@ def epoch_batches(chunks: list, batch_groups: int, min_batches: int) -> list[lis
     return [chunks[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def _pad(
-    values: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor, n_slots: int, width: int
-) -> torch.Tensor:
-    out = values.new_zeros((n_slots, width) + tuple(values.shape[1:]))
-    out[slot, pos] = values
-    return out
+def pad_groups(batch: list[np.ndarray], *values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each of ``values`` (one row per program of ``np.concatenate(batch)``) laid out as
+    [len(batch), longest chunk, ...], one chunk (task group) a row, zero-padded; then the mask of real
+    entries. The layout ``lambda_rank_loss`` takes."""
+    sizes = np.array([len(c) for c in batch])
+    device = values[0].device
+    slot = torch.as_tensor(np.repeat(np.arange(len(batch)), sizes), device=device)
+    pos = torch.as_tensor(np.concatenate([np.arange(s) for s in sizes]), device=device)
+
+    def pad(v: torch.Tensor) -> torch.Tensor:
+        out = v.new_zeros((len(batch), int(sizes.max())) + tuple(v.shape[1:]))
+        out[slot, pos] = v
+        return out
+
+    return (*[pad(v) for v in values], pad(torch.ones(len(slot), dtype=torch.bool, device=device)))
 
 
 class TorchRankerModel(CostModel):
@@ -194,15 +203,10 @@ class TorchRankerModel(CostModel):
             start, total = time.perf_counter(), 0.0
             chunks = group_chunks(train, groups, self.max_group_size, rng)
             for batch in epoch_batches(chunks, self.batch_groups, self.min_batches):
-                sizes = np.array([len(c) for c in batch])
                 idx = np.concatenate(batch)
-                slot = torch.as_tensor(np.repeat(np.arange(len(batch)), sizes), device=device)
-                pos = torch.as_tensor(np.concatenate([np.arange(s) for s in sizes]), device=device)
                 out = net(*self._inputs(X, idx, device))  # [n, heads]
                 target = y_t[idx].to(device)
-                shape = (len(batch), int(sizes.max()))
-                pad_s, pad_y = _pad(out, slot, pos, *shape), _pad(target, slot, pos, *shape)
-                mask = _pad(torch.ones_like(target, dtype=torch.bool), slot, pos, *shape)
+                pad_s, pad_y, mask = pad_groups(batch, out, target)
                 loss = sum(lambda_rank_loss(pad_s[..., h], pad_y, mask) for h in range(out.shape[1]))
                 if self.mse_weight:
                     loss = loss + self.mse_weight * ((out - target[:, None]) ** 2).mean()

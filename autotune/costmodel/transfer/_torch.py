@@ -20,10 +20,10 @@ from torch import nn
 
 from .._torch_train import (
     TorchRankerModel,
-    _pad,
     epoch_batches,
     group_chunks,
     lambda_rank_loss,
+    pad_groups,
     torch_threads,
 )
 from .base import Programs
@@ -82,15 +82,10 @@ def _batches(stream: Stream, model: TorchRankerModel, min_batches: int, rng) -> 
 
 
 def _stream_loss(model: TorchRankerModel, net: nn.Module, stream: Stream, batch: list, device) -> torch.Tensor:
-    sizes = np.array([len(c) for c in batch])
     idx = np.concatenate(batch)
-    slot = torch.as_tensor(np.repeat(np.arange(len(batch)), sizes), device=device)
-    pos = torch.as_tensor(np.concatenate([np.arange(s) for s in sizes]), device=device)
     out = net(*model._inputs(stream.programs.batch, idx, device))[:, stream.columns]
     target = torch.as_tensor(stream.target[idx], dtype=torch.float32, device=device)
-    shape = (len(batch), int(sizes.max()))
-    pad_s, pad_t = _pad(out, slot, pos, *shape), _pad(target, slot, pos, *shape)
-    mask = _pad(torch.ones_like(target, dtype=torch.bool), slot, pos, *shape)
+    pad_s, pad_t, mask = pad_groups(batch, out, target)
     return sum(stream.loss(pad_s[..., h], pad_t, mask) for h in range(out.shape[1]))
 
 
