@@ -21,7 +21,7 @@ from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
 
-from autotune.data.splits import HELD_OUT_MODELS, ZOO_DATASET_MODELS, ZOO_SHAPES  # noqa: E402,F401
+from autotune.data.splits import ZOO_DATASET_MODELS, ZOO_SHAPES  # noqa: E402
 from autotune.data.store import TaskInfo  # noqa: E402
 from autotune.frontend import relax as fe  # noqa: E402
 
