@@ -35,6 +35,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from al_report import write_report  # noqa: E402  (experiments/active_learning/al_report.py)
 
 from autotune.cli import git_commit, loadavg  # noqa: E402
+from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
 FRACTIONS = (0.02, 0.05, 0.10, 0.20, 0.50)
 SEED_FRACTION = 0.01  # random start of the samplers that need a model
@@ -48,7 +49,6 @@ SAMPLERS = (
     "rdu",
     "topk-biased",
 )
-HELD_OUT = ("resnet50", "mobilenet_v2", "bert_base")
 FULL = "all"  # the sampler name of the 100% rows
 
 
@@ -199,7 +199,7 @@ def read_runs(path: str) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default=os.path.join(ROOT, "datasets", "cpu-znver3-2c"))
-    ap.add_argument("--held-out", default=",".join(HELD_OUT))
+    ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS))
     ap.add_argument("--kinds", default="xgb,seq")
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument(
-        "--quick", action="store_true", help="CI: tiny dataset, small models, 2 seeds, 5, 10, 50%"
+        "--quick", action="store_true", help="CI: tiny dataset, small models, 2 seeds, 5, 10, 50%%"
     )
     args = ap.parse_args(argv)
     if args.quick:
