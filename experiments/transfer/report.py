@@ -26,7 +26,8 @@ def aggregate(runs: list[dict]) -> dict:
     cells: dict = defaultdict(lambda: defaultdict(list))
     for r in runs:
         frac = "any" if r["fraction"] is None else str(r["fraction"])
-        cell = cells[(r["pair"], r["kind"], r["method"], frac)]
+        method = r["method"] + (f" [{r['sampler']}]" if r.get("sampler") else "")
+        cell = cells[(r["pair"], r["kind"], method, frac)]
         cell["top1"].append(r["target"]["mean"]["top1"])
         cell["top5"].append(r["target"]["mean"]["top5"])
         cell["pairwise"].append(r["target"]["mean"]["pairwise"])
@@ -45,7 +46,7 @@ def aggregate(runs: list[dict]) -> dict:
 
 def _get(agg, pair, kind, method, frac, metric="top1"):
     cell = agg.get(pair, {}).get(kind, {}).get(method, {})
-    cell = cell.get("any") if method == "zero-shot" else cell.get(str(frac))
+    cell = cell.get("any") if method == "zero-shot" else cell.get(str(float(frac)))
     return cell.get(metric) if cell else None
 
 
@@ -99,6 +100,23 @@ def markdown(agg: dict, meta: dict) -> str:
                     lines.append(f"| {method} | " + " | ".join(cells) + " |")
                 lines.append("")
             lines += [f"Done-when checks ({pair}, {kind}):"] + checks(agg, pair, kind) + [""]
+    if meta.get("samplers"):
+        f = meta["sampler_fraction"]
+        lines += [f"### Which {100 * f:g}% to measure: active-learning samplers vs random whole-task batches", "",
+                  "Samplers pick from the target's training programs before any is measured (rdu's uncertainty: "
+                  "a bootstrap ensemble of small XGBoost models trained on the source).", "",
+                  "| pair | kind | method | programs chosen by | top-1 | top-5 | forgetting |", "|---|---|---|---|---|---|---|"]
+        for pair, kinds in agg.items():
+            for kind in kinds:
+                for method in (m for m in METHOD_ORDER if m != "zero-shot"):
+                    for sampler in ["task batches (default)"] + meta["samplers"]:
+                        label = method if sampler.startswith("task batches") else f"{method} [{sampler}]"
+                        if label not in kinds[kind]:
+                            continue
+                        cells = [_fmt(_get(agg, pair, kind, label, f, m), m == "forgetting_top1")
+                                 for m in ("top1", "top5", "forgetting_top1")]
+                        lines.append(f"| {pair} | {kind} | {method} | {sampler} | " + " | ".join(cells) + " |")
+        lines.append("")
     lines += ["### Beside the field (authors' numbers, their data and split: compare with care)", "",
               "| source | finetune | mtl | ckd |", "|---|---|---|---|"]
     for name, nums in FIELD:

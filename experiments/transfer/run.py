@@ -41,6 +41,7 @@ KINDS = "xgb,ms-mlp,seq"
 METHODS = "zero-shot,scratch,finetune,mtl,ckd"
 FRACTIONS = "0.01,0.05,0.1,0.25,1.0"
 HELD_OUT = ["resnet50", "mobilenet_v2", "bert_base"]
+SAMPLERS = "random,random-per-task,rdu"
 
 # Method keywords per cost-model kind (one thread everywhere: 2 shared cores). Torch methods share one
 # step budget so finetune, mtl and ckd differ only in their losses.
@@ -92,9 +93,11 @@ def source_model(kind: str, src, models_dir: str, out: str, quick: bool, held: l
         card = os.path.join(shipped, "card.json")
         with open(card, encoding="utf-8") as f:
             meta = json.load(f)
-        if meta.get("dataset_manifest_sha256") != src.manifest_sha256 or meta.get("held_out") != held:
-            raise UserError(f"{shipped}: trained on another dataset version or split than {src.path}; retrain it "
-                            "(make train-costmodel) or pass --models-dir")
+        if meta.get("held_out") != held:
+            raise UserError(f"{shipped}: trained with held-out models {meta.get('held_out')}, not {held}; retrain "
+                            "it (make train-costmodel) or pass --models-dir")
+        if meta.get("dataset_manifest_sha256") != src.manifest_sha256:  # e.g. task weights recomputed since
+            log(f"note: {shipped} was trained on an earlier manifest of {src.path} (rows may be the same)")
         model = load(shipped)
         single_thread(model)
         return model, shipped
@@ -139,7 +142,39 @@ def read_runs(path: str) -> list[dict]:
 
 
 def _key_text(row: dict) -> str:
-    return json.dumps({k: row.get(k) for k in ("pair", "kind", "method", "fraction", "seed", "config")}, sort_keys=True)
+    return json.dumps({k: row.get(k) for k in ("pair", "kind", "method", "fraction", "seed", "sampler", "config")},
+                      sort_keys=True)
+
+
+def plan(kinds, methods, fractions, seeds, samplers, sampler_fraction, sampler_methods, sampler_kinds) -> list[tuple]:
+    """(kind, method, fraction, seed, sampler) in run order: per kind, fraction-major (a partial run has
+    every method and seed of the first fractions), then the sampler arms (which programs to measure
+    chosen by an active-learning sampler instead of random whole-task batches)."""
+    jobs = []
+    for kind in kinds:
+        jobs += [(kind, m, f, s, None) for f in fractions for s in range(seeds) for m in methods]
+        if kind in sampler_kinds:
+            jobs += [(kind, m, sampler_fraction, s, name) for s in range(seeds) for name in samplers
+                     for m in sampler_methods]
+    return jobs
+
+
+def pick(name: str, src, dst, fraction: float, seed: int, cache: dict) -> np.ndarray:
+    """round(fraction * n) of the target's training programs chosen by sampler ``name`` before any is
+    measured; samplers that need a model with a spread get a bootstrap ensemble of small XGBoost models
+    trained on the source (where the source-trained models disagree on a target program)."""
+    from autotune.costmodel.sampling import BootstrapEnsemble, Pool
+    from autotune.costmodel.sampling import create as create_sampler
+
+    sampler = create_sampler(name)
+    model = None
+    if sampler.needs_model:
+        if seed not in cache:
+            cache[seed] = BootstrapEnsemble("xgb", n_members=4, seed=seed).fit(src.train.batch, src.train.y,
+                                                                                src.train.groups)
+        model = cache[seed]
+    k = int(round(fraction * len(dst.train)))
+    return sampler.select(Pool(dst.train.batch, dst.train.groups), None, model, k, rng=seed)
 
 
 def _drop_torn_tail(path: str, rows: list[dict]) -> None:
@@ -171,6 +206,11 @@ def main(argv=None) -> int:
     ap.add_argument("--held-out", default=",".join(HELD_OUT))
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "models"))
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--samplers", default=SAMPLERS, help="active-learning samplers that pick the measured share "
+                    "(autotune.costmodel.sampling; '' for none)")
+    ap.add_argument("--sampler-fraction", type=float, default=0.1)
+    ap.add_argument("--sampler-methods", default="scratch,finetune,ckd")
+    ap.add_argument("--sampler-kinds", default="xgb,ms-mlp")
     ap.add_argument("--max-minutes", type=float, default=None, help="start no new run after this long")
     ap.add_argument("--quick", action="store_true", help="CI: the committed slice, small budgets, 1 seed")
     ap.add_argument("--summarize-only", action="store_true", help="tabulate runs.jsonl, start none")
@@ -179,6 +219,7 @@ def main(argv=None) -> int:
         args.pairs = QUICK_PAIRS if args.pairs == PAIRS else args.pairs
         args.fractions = "0.1,1.0" if args.fractions == FRACTIONS else args.fractions
         args.seeds = 1
+        args.samplers = "" if args.samplers == SAMPLERS else args.samplers
         args.out = os.path.join(ROOT, "runs", "transfer-quick") if args.out == os.path.join(HERE, "results") else args.out
     return run_main(lambda: _main(args, argv))
 
@@ -224,6 +265,7 @@ def _main(args, argv) -> int:
     from autotune.costmodel.transfer import TransferInputs, create
 
     kinds, methods, fractions, pairs = _parse(args)
+    samplers = [x for x in args.samplers.split(",") if x]
     held = [m for m in args.held_out.split(",") if m]
     setup_logging()
     torch.set_num_threads(1)
@@ -238,70 +280,65 @@ def _main(args, argv) -> int:
     done_rows = read_runs(runs_path)
     _drop_torn_tail(runs_path, done_rows)
     done = {_key_text(r) for r in done_rows}
+    jobs = plan(kinds, methods, fractions, args.seeds, samplers, args.sampler_fraction,
+                [m for m in args.sampler_methods.split(",") if m], args.sampler_kinds.split(","))
     stopped = False
     for src_path, dst_path in pairs:
-        if stopped:
-            break
         src, dst = _load(src_path, held), _load(dst_path, held)
         pair = f"{src.hardware_id}->{dst.hardware_id}"
         log(f"{pair}: source train {len(src.train)} programs, target train {len(dst.train)} programs")
-        for kind in kinds:
-            if stopped:
-                break
-            source, source_path = source_model(kind, src, args.models_dir, args.out, args.quick, held, log)
-            with open(os.path.join(source_path, "model.json"), encoding="utf-8") as f:
-                base = config_hash(src.manifest_sha256, dst.manifest_sha256, f.read(), args.quick)
-            before = None
-            for fraction in fractions:
-                for seed in range(args.seeds):
-                    for method in methods:
-                        obj = create(method, **method_params(kind, method, args.quick))
-                        if obj.supports(source):
-                            continue
-                        once = method == "zero-shot"  # does not read the target: one run per (pair, kind)
-                        frac, sd = (None, 0) if once else (fraction, seed)
-                        params = {**obj.get_params(), **({"seed": sd} if "seed" in obj.get_params() else {})}
-                        key = {"pair": pair, "kind": kind, "method": method, "fraction": frac, "seed": sd,
-                               "config": config_hash(base, params)}
-                        if key in keys_wanted:
-                            continue
-                        keys_wanted.append(key)
-                        if _key_text(key) in done:
-                            continue
-                        if args.summarize_only:
-                            continue
-                        if args.max_minutes and time.time() - t_start > 60 * args.max_minutes:
-                            log(f"--max-minutes {args.max_minutes} reached; rerun to continue")
-                            stopped = True
-                            break
-                        if before is None:
-                            before = scores(source, src)["mean"]["top1"]
-                        measured, unlabeled, _ = dst.measured_share(fraction, sd)
-                        inputs = TransferInputs(target=measured, source=src.programs(), unlabeled=unlabeled)
-                        t0 = time.time()
-                        model = create(method, **params).transfer(source, inputs)
-                        fit_s = time.time() - t0
-                        target, after = scores(model, dst), scores(model, src)
-                        row = {**key, "params": params, "measured_programs": len(measured),
-                               "measured_tasks": int(len(np.unique(measured.groups))), "target": target,
-                               "source_before_top1": before, "source_after_top1": after["mean"]["top1"],
-                               "forgetting_top1": before - after["mean"]["top1"], "fit_seconds": fit_s,
-                               "history": getattr(model, "history_", None), "loadavg": loadavg(),
-                               "git_commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-                        append_run(runs_path, row)
-                        log(f"{pair} {kind} {method} f={frac} seed={sd}: target top-1 {target['mean']['top1']:.3f} "
-                            f"top-5 {target['mean']['top5']:.3f}, forgetting {row['forgetting_top1']:+.3f}, "
-                            f"fit {fit_s:.0f}s ({len(measured)} programs)")
-                    if stopped:
-                        break
-                if stopped:
-                    break
+        sources, before, ensembles = {}, {}, {}
+        for kind, method, fraction, seed, sampler in jobs:
+            if kind not in sources:
+                model, path = source_model(kind, src, args.models_dir, args.out, args.quick, held, log)
+                with open(os.path.join(path, "model.json"), encoding="utf-8") as f:
+                    sources[kind] = (model, config_hash(src.manifest_sha256, dst.manifest_sha256, f.read(), args.quick))
+            source, base = sources[kind]
+            obj = create(method, **method_params(kind, method, args.quick))
+            if obj.supports(source):
+                continue
+            if method == "zero-shot":  # does not read the target: one run per (pair, kind)
+                fraction, seed, sampler = None, 0, None
+            params = {**obj.get_params(), **({"seed": seed} if "seed" in obj.get_params() else {})}
+            key = {"pair": pair, "kind": kind, "method": method, "fraction": fraction, "seed": seed,
+                   "sampler": sampler, "config": config_hash(base, params)}
+            if key in keys_wanted:
+                continue
+            keys_wanted.append(key)
+            if _key_text(key) in done or args.summarize_only or stopped:
+                continue
+            if args.max_minutes and time.time() - t_start > 60 * args.max_minutes:
+                log(f"--max-minutes {args.max_minutes} reached; rerun to continue")
+                stopped = True
+                continue
+            if kind not in before:
+                before[kind] = scores(source, src)["mean"]["top1"]
+            if sampler is None:
+                measured, unlabeled, _ = dst.measured_share(fraction or 1.0, seed)  # zero-shot reads none
+            else:
+                measured, unlabeled, _ = dst.share(pick(sampler, src, dst, fraction, seed, ensembles))
+            inputs = TransferInputs(target=measured, source=src.programs(), unlabeled=unlabeled)
+            t0 = time.time()
+            model = create(method, **params).transfer(source, inputs)
+            fit_s = time.time() - t0
+            target, after = scores(model, dst), scores(model, src)
+            row = {**key, "params": params, "measured_programs": len(measured),
+                   "measured_tasks": int(len(np.unique(measured.groups))), "target": target,
+                   "source_before_top1": before[kind], "source_after_top1": after["mean"]["top1"],
+                   "forgetting_top1": before[kind] - after["mean"]["top1"], "fit_seconds": fit_s,
+                   "history": getattr(model, "history_", None), "loadavg": loadavg(),
+                   "git_commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            append_run(runs_path, row)
+            log(f"{pair} {kind} {method}{f' [{sampler}]' if sampler else ''} f={fraction} seed={seed}: target top-1 "
+                f"{target['mean']['top1']:.3f} top-5 {target['mean']['top5']:.3f}, forgetting "
+                f"{row['forgetting_top1']:+.3f}, fit {fit_s:.0f}s ({len(measured)} programs)")
     wanted = {_key_text(k) for k in keys_wanted}
     runs = [r for r in read_runs(runs_path) if _key_text(r) in wanted]
     command = " ".join(["python", "experiments/transfer/run.py", *(argv if argv is not None else sys.argv[1:])])
     missing = len(keys_wanted) - len(runs)
     write_report(runs, args.out, {"command": command, "quick": args.quick, "seeds": args.seeds, "fractions": fractions,
-                                  "kinds": kinds, "methods": methods, "planned_runs": len(keys_wanted), "held_out": held,
+                                  "kinds": kinds, "methods": methods, "samplers": samplers,
+                                  "sampler_fraction": args.sampler_fraction, "planned_runs": len(keys_wanted), "held_out": held,
                                   "missing_runs": missing, "loadavg_end": loadavg(), "git_commit": git_commit()})
     log(f"{len(runs)} runs tabulated in {args.out} ({missing} of the plan not run yet)")
     return 0

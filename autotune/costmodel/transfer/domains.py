@@ -43,7 +43,11 @@ class Domain:
         ``fraction`` of the training programs in whole task batches (``sample_fraction``), drawn from
         ``seed``. The same (fraction, seed) picks the same programs for every method."""
         rng = np.random.default_rng(np.random.SeedSequence([seed, int(round(fraction * 1e6))]))
-        idx = sample_fraction(self.train.groups, fraction, rng)
+        return self.share(sample_fraction(self.train.groups, fraction, rng))
+
+    def share(self, idx: np.ndarray) -> tuple[Programs, Programs | None, np.ndarray]:
+        """``measured_share`` for programs ``idx`` of ``train`` chosen by someone else (a sampler)."""
+        idx = np.sort(np.asarray(idx, np.int64))
         rest = np.setdiff1d(np.arange(len(self.train)), idx)
         measured = self.train.subset(idx)
         measured = Programs(measured.batch, measured.groups, measured.y)  # y normalized within the share
