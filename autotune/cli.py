@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -44,7 +45,7 @@ def run_main(main: Callable[[], int]) -> int:
     try:
         return main()
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -55,6 +56,12 @@ def run_main(main: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("interrupted: everything measured so far is in the work dir; run again to resume", file=sys.stderr)
         return 130
+
+
+def one_line(text: str) -> str:
+    """A message as one line: terminal colour codes dropped, line breaks and runs of spaces collapsed
+    (some libraries' errors embedded in a UserError span several lines)."""
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", text).split())
 
 
 def git_commit() -> str | None:

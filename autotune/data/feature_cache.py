@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
 
 import numpy as np
+
+from .store import DatasetError
 
 FEATURE_VERSION = 1
 CACHE = os.path.join("features", "per_store.npz")
@@ -35,8 +38,14 @@ def load_cached(root: str):
     path = os.path.join(root, CACHE)
     if not os.path.exists(path):
         return None
-    with np.load(path, allow_pickle=False) as data:
-        return data["feats"], data["offsets"], str(data["fingerprint"])
+    try:
+        with np.load(path, allow_pickle=False) as data:  # an object array (a pickle) is refused, not loaded
+            return data["feats"], data["offsets"], str(data["fingerprint"])
+    except (ValueError, OSError, KeyError, zipfile.BadZipFile) as err:
+        raise DatasetError(
+            f"{path}: unreadable feature cache ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+            f"delete it and run python -m autotune.collection.features {root}"
+        ) from None
 
 
 def save_cache(root: str, feats: np.ndarray, offsets: np.ndarray, fp: str) -> None:

@@ -12,6 +12,9 @@ def load_exported(path: str) -> torch.export.ExportedProgram:
     """``torch.export.load`` with a one-line ValueError for a missing or unreadable file."""
     if not os.path.isfile(path):
         raise ValueError(f"cannot load torch.export program {path!r}: no such file")
+    from autotune.untrusted import check_pt2
+
+    check_pt2(path)  # torch.export.load unpickles parts of the archive: refuse any that could run code
     export_logger = logging.getLogger("torch.export")
     level = export_logger.level
     export_logger.setLevel(logging.CRITICAL)  # torch logs a traceback before raising

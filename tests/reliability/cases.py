@@ -27,6 +27,7 @@ class Case:
     expect: str  # a piece of the one stderr line (case-insensitive)
     tvm: bool = False
     unchanged: str | None = None  # a fixture path whose bytes must be the same after the run
+    absent: str | None = None  # a canary path that a payload in the input would create if it ran
 
 
 def _dataset(f: str, name: str) -> str:
@@ -89,10 +90,45 @@ def make_fixtures(f: str) -> None:
         fh.write('["1", "bW9k"]\n')
     with open(os.path.join(wd, "database_tuning_record.json"), "w") as fh:
         fh.write(f"{rec}\n{rec[:30]}\n{rec}\n")
+    _untrusted_fixtures(f)
     cm = os.path.join(f, "costmodel_badjson")
     os.makedirs(cm, exist_ok=True)
     with open(os.path.join(cm, "model.json"), "w") as fh:
         fh.write("{")
+
+
+class _Payload:
+    """Unpickling this writes ``{f}/canary`` (what an attacker's pickle would do, harmlessly)."""
+
+    def __init__(self, canary: str):
+        self.canary = canary
+
+    def __reduce__(self):
+        return (exec, (f"open({self.canary!r}, 'w').write('ran')",))
+
+
+def _untrusted_fixtures(f: str) -> None:
+    import io
+    import zipfile
+
+    import torch
+
+    canary = os.path.join(f, "canary")
+    buf = io.BytesIO()
+    torch.save(_Payload(canary), buf)
+    evil = buf.getvalue()
+    cm = os.path.join(f, "costmodel_pickle")
+    os.makedirs(cm, exist_ok=True)
+    with open(os.path.join(cm, "weights.pkl"), "wb") as fh:
+        fh.write(evil)
+    with open(os.path.join(cm, "model.json"), "w") as fh:
+        json.dump({"kind": "seq", "params": {}, "feature_version": 1, "state": {"weights": "weights.pkl"}}, fh)
+    good = os.path.join(f, "pt2", "linear.pt2")
+    lin = torch.nn.Linear(4, 3)
+    torch.export.save(torch.export.export(lin, (torch.randn(2, 4),)), good)
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(os.path.join(f, "pt2", "evil.pt2"), "w") as zout:
+        for item in zin.infolist():
+            zout.writestr(item, evil if "sample_inputs" in item.filename else zin.read(item.filename))
 
 
 def cases() -> list[Case]:
@@ -150,6 +186,11 @@ def cases() -> list[Case]:
         Case("tune: resume on a database corrupt mid-file", "autotune.tune",
              ("--model", "tiny", "--work-dir", "{f}/wd_damaged", "--trials", "4"), "autotune.db repair", tvm=True,
              unchanged="{f}/wd_damaged/database_tuning_record.json"),
+        Case("tune: cost-model folder carrying a pickle", "autotune.tune",
+             ("--model", "tiny", "--cost-model", "seq", "--cost-model-path", "{f}/costmodel_pickle"), "weights.pkl",
+             tvm=True, absent="{f}/canary"),
+        Case("tune: .pt2 that runs code on load", "autotune.tune", ("--model", "{f}/pt2/evil.pt2"), "refused",
+             tvm=True, absent="{f}/canary"),
         Case("collect: --out is a file", "autotune.collect", ("--out", "{f}/afile.txt"), "is a file", tvm=True),
         Case("collect: --out of other hardware", "autotune.collect", ("--out", "{f}/good_collect"), "measured on",
              tvm=True, unchanged="{f}/good_collect/manifest.json"),
@@ -207,4 +248,5 @@ def run_case(case: Case, f: str, timeout: float = 300) -> dict:
         "error_lines": lines,
         "traceback": "Traceback" in res.stderr,
         "unchanged": (open(guard, "rb").read() == before) if guard else None,
+        "payload_ran": os.path.exists(case.absent.replace("{f}", f)) if case.absent else False,
     }

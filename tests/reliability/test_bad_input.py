@@ -36,3 +36,4 @@ def test_bad_input(case, fixtures):
     assert len(res["error_lines"]) == 1, res["stderr"][-3000:]
     assert case.expect.lower() in res["error_lines"][0].lower(), res["error_lines"][0]
     assert res["unchanged"] in (None, True), "a file that was there before the run changed"
+    assert not res["payload_ran"], "a payload in the input ran"
