@@ -141,6 +141,65 @@ class RPCSettings:
     session_timeout_sec: int = 60
 
 
+def _tracker_summary(host: str, port: int, timeout: float) -> dict:
+    """The tracker's summary over one short-lived connection (TVM's client retries for 60 s)."""
+    import socket
+    import struct
+
+    from tvm.rpc import base
+
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+        if struct.unpack("<i", base.recvall(sock, 4))[0] != base.RPC_TRACKER_MAGIC:
+            raise ValueError("wrong handshake")
+        base.sendjson(sock, [base.TrackerCode.SUMMARY])
+        reply = base.recvjson(sock)
+    if not (isinstance(reply, list) and len(reply) == 2 and reply[0] == base.TrackerCode.SUCCESS):
+        raise ValueError("unexpected reply")
+    return reply[1]
+
+
+def _registered_keys(summary: dict) -> set[str]:
+    keys = set((summary.get("queue_info") or {}).keys())
+    for info in summary.get("server_info") or []:
+        key = str(info.get("key", ""))
+        keys.add(key.split(":", 1)[1] if key.startswith("server:") else key)
+    return keys
+
+
+def check_rpc(rpc: RPCSettings, wait_sec: float = 20.0, timeout_sec: float = 5.0) -> None:
+    """The tracker answers and a server is registered under ``rpc.key``, or one UserError line.
+
+    Without this check an unreachable tracker cost 60 s of retries and tracebacks from runner
+    threads, and the run then ended "successfully" having measured nothing."""
+    from autotune.errors import UserError
+
+    where = f"--rpc-tracker {rpc.tracker_host}:{rpc.tracker_port}"
+    deadline = time.time() + wait_sec
+    while True:
+        try:
+            summary = _tracker_summary(rpc.tracker_host, rpc.tracker_port, timeout_sec)
+        except (TimeoutError, ValueError, EOFError, OSError) as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else (str(err) or type(err).__name__)
+            raise UserError(
+                f"{where}: no TVM RPC tracker answers there ({reason}); start one with python -m "
+                f"tvm.exec.rpc_tracker --host 127.0.0.1 --port {rpc.tracker_port}, or fix the address"
+            ) from None
+        keys = _registered_keys(summary)
+        if rpc.key in keys:
+            return
+        if time.time() >= deadline:
+            raise UserError(
+                f"--rpc-key {rpc.key}: no RPC server registered under this key at {rpc.tracker_host}:"
+                f"{rpc.tracker_port} after {wait_sec:.0f} s (keys there: {', '.join(sorted(keys)) or 'none'}); "
+                f"start one with python -m tvm.exec.rpc_server --tracker {rpc.tracker_host}:{rpc.tracker_port} "
+                f"--key {rpc.key} --host 127.0.0.1"
+            )
+        logger.info("waiting for an RPC server under key %r at the tracker (%.0f s left)", rpc.key,
+                    deadline - time.time())
+        time.sleep(2.0)
+
+
 @derived_object
 class LeanLocalRunner(PyRunner):
     """MetaSchedule's LocalRunner (same worker function), on one lean, long-lived worker."""
@@ -214,6 +273,8 @@ class Measurer:
     """Build + run a batch of MeasureCandidates; owns the worker pools (call ``close``)."""
 
     def __init__(self, target, rpc: RPCSettings | None = None, build_timeout_sec: float = 60.0):
+        if rpc is not None:
+            check_rpc(rpc)  # before any pool starts: an unreachable farm is one line, not 60 s of retries
         kind = str(target.kind.name)
         self.target = target
         self.builder = PooledBuilder(target_kind=kind, link_shared=rpc is None, timeout_sec=build_timeout_sec)
