@@ -71,19 +71,12 @@ def child(args) -> int:
 
 def spawn(args, cfg: dict, name: str, cache_dir: str) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir)
-    cmd = [sys.executable, "-m", "experiments.survey.e2_compile_overhead", "--child", name,
-           "--device", args.device, "--threads", str(args.threads), "--seed", str(args.seed),
+    cmd = ["--child", name, "--device", args.device, "--threads", str(args.threads), "--seed", str(args.seed),
            "--rounds", str(cfg["rounds"]), "--block-s", str(cfg["block_s"])]
     if cfg.get("batch", {}).get(name):
         cmd += ["--batch", str(cfg["batch"][name])]
     cmd += ["--spawn-time", repr(time.time())]
-    proc = subprocess.run(cmd, cwd=timing.REPO, env=env, capture_output=True, text=True, timeout=900)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"child {name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    rec = json.loads(lines[-1][len(MARK):])
-    rec["loadavg"] = timing.loadavg()
-    return rec
+    return timing.child_result("experiments.survey.e2_compile_overhead", cmd, MARK, timeout=900, env=env)
 
 
 def startup_cost(n: int = 3) -> dict:

@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -114,16 +112,9 @@ def child(args, cfg: dict) -> int:
 
 
 def spawn(args, order: str) -> dict:
-    cmd = [sys.executable, "-m", "experiments.survey.e3_dynamic_shapes", "--child-order", order,
-           "--device", args.device, "--threads", str(args.threads), "--seed", str(args.seed),
+    cmd = ["--child-order", order, "--device", args.device, "--threads", str(args.threads), "--seed", str(args.seed),
            "--config-json", json.dumps(args.cfg)]
-    proc = subprocess.run(cmd, cwd=timing.REPO, env=dict(os.environ), capture_output=True, text=True, timeout=1800)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"E3 child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    rec = json.loads(lines[-1][len(MARK):])
-    rec["loadavg"] = timing.loadavg()
-    return rec
+    return timing.child_result("experiments.survey.e3_dynamic_shapes", cmd, MARK, timeout=1800)
 
 
 def cumulative(rows: list[dict]) -> list[float]:

@@ -12,6 +12,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -49,6 +51,19 @@ def configure(threads: int = 1, device: str = "cpu") -> dict:
         torch.set_float32_matmul_precision("highest")
     return {"threads": threads, "inductor_compile_threads": icfg.compile_threads, "flush_denormal": True,
             "tf32": False if device == "cuda" else None}
+
+
+def child_result(module: str, args: list[str], mark: str, timeout: float, env: dict | None = None) -> dict:
+    """Runs ``python -m module *args`` in its own interpreter (cold caches, clean state) and returns the
+    JSON record of its last line starting with ``mark``, with the load average after it."""
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env or dict(os.environ),
+                          capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(mark)]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"child {module} {' '.join(args[:2])} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    rec = json.loads(lines[-1][len(mark):])
+    rec["loadavg"] = loadavg()
+    return rec
 
 
 def loadavg() -> list[float]:
