@@ -63,32 +63,34 @@ def gemm_arm(script: str, trials: int, timeout: float, extra: list[str]) -> dict
     return result
 
 
-def model_arm(model: str, trials: int) -> dict:
+def tune_report(model: str, flags: list[str], timeout: float) -> tuple[dict | None, int, float]:
+    """``python -m autotune.tune --model MODEL *flags`` in a fresh work dir: (its report or None, exit
+    code, process wall seconds)."""
     tmp = tempfile.mkdtemp(prefix=f"bench_{model}_")
-    rc, wall = _run([sys.executable, "-m", "autotune.tune", "--model", model, "--trials", str(trials),
-                     "--work-dir", tmp, "--bench-rounds", "5"], timeout=4 * 3600)
+    rc, wall = _run([sys.executable, "-m", "autotune.tune", "--model", model, "--work-dir", tmp, *flags], timeout)
     path = os.path.join(tmp, "report.json")
-    if rc != 0 or not os.path.exists(path):
-        return {"model": model, "failed": f"exit {rc}"}
-    with open(path) as f:
-        report = json.load(f)
+    report = None
+    if rc == 0 and os.path.exists(path):
+        with open(path) as f:
+            report = json.load(f)
     shutil.rmtree(tmp, ignore_errors=True)
+    return report, rc, wall
+
+
+def model_arm(model: str, trials: int) -> dict:
+    report, rc, wall = tune_report(model, ["--trials", str(trials), "--bench-rounds", "5"], timeout=4 * 3600)
+    if report is None:
+        return {"model": model, "failed": f"exit {rc}"}
     keep = ("model", "trials", "latency_ms", "speedup", "numerics", "wall_s", "per_trial_s", "loadavg")
     return {k: report[k] for k in keep} | {"tasks": len(report["tasks"]), "process_wall_s": wall}
 
 
 def startup_arm(model: str) -> dict:
     """Start-up of a real model: process start -> first measured candidate, model import included."""
-    tmp = tempfile.mkdtemp(prefix=f"bench_start_{model}_")
     load_before = loadavg()
-    rc, wall = _run([sys.executable, "-m", "autotune.tune", "--model", model, "--trials", "16",
-                     "--work-dir", tmp, "--skip-untuned", "--bench-rounds", "1"], timeout=1800)
-    path = os.path.join(tmp, "report.json")
-    if rc != 0 or not os.path.exists(path):
+    report, rc, _ = tune_report(model, ["--trials", "16", "--skip-untuned", "--bench-rounds", "1"], timeout=1800)
+    if report is None:
         return {"model": model, "failed": f"exit {rc}"}
-    with open(path) as f:
-        report = json.load(f)
-    shutil.rmtree(tmp, ignore_errors=True)
     return {"model": model, "startup_to_first_measurement_s": report["wall_s"]["startup_to_first_measurement"],
             "import_and_extract_s": report["wall_s"]["import_and_extract"], "tasks": len(report["tasks"]),
             "loadavg_before": load_before, "loadavg_after": loadavg()}
