@@ -196,6 +196,12 @@ def write_report(runs: list[dict], wanted: list[tuple], args, pool_programs: int
         "![learning curves](learning_curves.png)",
         "",
     ]
+    if args.quick:
+        lines[2:2] = [
+            "**Quick run (CI smoke check)**: tests/data/tiny_dataset, small models; the numbers say nothing "
+            "about the samplers.",
+            "",
+        ]
     lines += tables(summary, fractions, samplers)
     lines += [
         "## Done-when checks of the issue (computed from the runs)",

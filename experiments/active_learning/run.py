@@ -42,24 +42,33 @@ SEED_FRACTION = 0.01  # random start of the samplers that need a model
 ROUNDS = (0.01, 0.02, 0.035, 0.05, 0.075, 0.10, 0.15, 0.20, 0.35, 0.50)  # selection checkpoints
 SAMPLERS = (
     "random",
-    "random-per-task",
+    "rdu",
     "uncertainty",
     "diversity",
     "representativeness",
-    "rdu",
     "topk-biased",
+    "random-per-task",
 )
 FULL = "all"  # the sampler name of the 100% rows
 
 
-def model_params(kind: str, seed: int, quick: bool) -> dict:
+def model_params(kind: str, seed: int, quick: bool, xgb_config: str = "default") -> dict:
+    """One thread each. xgb: its defaults (300 trees, depth 8) or the Optuna-tuned config of
+    models/hparams/xgb.json (550 trees, depth 12: ~3x the fit time)."""
     from autotune.costmodel.train import hparams_for
 
-    params = {**hparams_for(kind), "seed": seed}
+    params = {**(hparams_for(kind) if kind != "xgb" or xgb_config == "tuned" else {}), "seed": seed}
     params.update({"xgb": {"nthread": 1}, "seq": {"num_threads": 1}}[kind])
     if quick:
         params.update({"xgb": {"n_estimators": 40}, "seq": {"epochs": 2}}[kind])
     return params
+
+
+def config_key(kind: str, quick: bool, xgb_config: str) -> str:
+    """What a run's numbers depend on besides the seed (runs of another config are not mixed in)."""
+    params = model_params(kind, 0, quick, xgb_config)
+    params.pop("seed")
+    return json.dumps(params, sort_keys=True)
 
 
 def pool_hash(train) -> str:
@@ -132,12 +141,12 @@ def selection(sampler_name: str, seed: int, train, rounds, cache_dir: str, quick
     return out
 
 
-def fit_and_score(kind: str, seed: int, train, rows: np.ndarray, data, held: dict, quick: bool) -> dict:
+def fit_and_score(kind: str, seed: int, train, rows, data, held: dict, quick: bool, xgb_config: str) -> dict:
     from autotune.costmodel import create
     from autotune.costmodel.train import evaluate
 
     sub = train.subset(np.sort(rows))
-    model = create(kind, **model_params(kind, seed, quick))
+    model = create(kind, **model_params(kind, seed, quick, xgb_config))
     t0 = time.perf_counter()
     model.fit(sub.batch, sub.y, sub.groups)
     fit_s = time.perf_counter() - t0
@@ -209,6 +218,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--deadline-min", type=float, default=None, help="start no new fit after this many minutes"
     )
+    ap.add_argument(
+        "--xgb-config",
+        choices=("default", "tuned"),
+        default="default",
+        help="xgb hyperparameters: its defaults, or models/hparams/xgb.json (~3x slower to fit)",
+    )
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument(
         "--quick", action="store_true", help="CI: tiny dataset, small models, 2 seeds, 5, 10, 50%%"
@@ -243,11 +258,12 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     runs_path = os.path.join(args.out, "runs.jsonl")
     key = pool_hash(train)
-    done = {
-        (r["sampler"], r["fraction"], r["seed"], r["kind"])
-        for r in read_runs(runs_path)
-        if r.get("pool") == key
-    }
+    configs = {k: config_key(k, args.quick, args.xgb_config) for k in kinds}
+
+    def ours(r: dict) -> bool:
+        return r.get("pool") == key and r.get("config") == configs.get(r["kind"])
+
+    done = {(r["sampler"], r["fraction"], r["seed"], r["kind"]) for r in read_runs(runs_path) if ours(r)}
     rounds = tuple(sorted(set(r for r in ROUNDS if r <= max(fractions)) | set(fractions)))
     t0 = time.time()
     todo = [j for j in jobs(kinds, samplers, fractions, seeds, seq_first=True) if j not in done]
@@ -263,13 +279,14 @@ def main(argv=None) -> int:
         else:
             sel = selection(sampler_name, seed, train, rounds, args.cache, args.quick)
             rows = np.asarray(sel["order"][: int(round(frac * len(train)))])
-        res = fit_and_score(kind, seed, train, rows, data, held, args.quick)
+        res = fit_and_score(kind, seed, train, rows, data, held, args.quick, args.xgb_config)
         line = {
             "sampler": sampler_name,
             "fraction": frac,
             "seed": seed,
             "kind": kind,
             "pool": key,
+            "config": configs[kind],
             "pool_programs": len(train),
             **res,
             "loadavg": loadavg(),
@@ -283,7 +300,7 @@ def main(argv=None) -> int:
             f"({res['programs']} programs, fit {res['fit_s']:.0f} s, {time.time() - t0:.0f} s so far)",
             flush=True,
         )
-    runs = [r for r in read_runs(runs_path) if r.get("pool") == key]
+    runs = [r for r in read_runs(runs_path) if ours(r)]
     wanted = jobs(kinds, samplers, fractions, seeds, seq_first=False)
     sel_logs = {}
     for name in samplers:
