@@ -60,8 +60,13 @@ class FolderLock:
         self._fd: int | None = None
 
     def acquire(self) -> FolderLock:
-        os.makedirs(self.folder, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        if os.path.exists(self.folder) and not os.path.isdir(self.folder):
+            raise UserError(f"{self.what} {self.folder} is a file; a folder (new, or one autotune made) is expected")
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise UserError(f"{self.what} {self.folder}: cannot create {self.path} ({err.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -98,6 +103,9 @@ class FolderLock:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
+
+    def __del__(self) -> None:  # a lock held by a dropped object is released with it
+        self.release()
 
     def __enter__(self) -> FolderLock:
         return self.acquire()

@@ -21,6 +21,7 @@ import os  # noqa: E402
 
 from autotune.cli import loadavg, run_main, setup_logging, versions, write_json  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
+from autotune.lock import FolderLock  # noqa: E402
 
 COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")  # see autotune.tuning.tuner
 STRATEGIES = ("evolutionary", "optuna", "replay-trace")
@@ -164,6 +165,7 @@ def _tune(args, target, input_shape, measurer, cost_model) -> int:
         "batch_size": args.batch_size,
         "input_shapes": [list(x.shape) for x in model.inputs],
     }
+    lock = FolderLock(work_dir, "--work-dir").acquire()  # noqa: F841 - one run per work dir; freed on return/death
     _check_work_dir(work_dir, meta)
     setup_logging(os.path.join(work_dir, "logs"), verbose=args.verbose)
     from autotune.tuning.session import TuneSession

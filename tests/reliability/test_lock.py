@@ -17,7 +17,7 @@ from autotune.lock import LOCK_FILE, FolderLock, FolderLocked
 HOLD = (
     "import sys, time\n"
     "from autotune.lock import FolderLock\n"
-    "FolderLock(sys.argv[1], '--work-dir').acquire()\n"
+    "lock = FolderLock(sys.argv[1], '--work-dir').acquire()\n"
     "print('held', flush=True)\n"
     "time.sleep(600)\n"
 )
@@ -74,3 +74,17 @@ def test_holder_killed_while_blocked_waiter_retries(tmp_path):
         t0 = time.time()
         with FolderLock(str(tmp_path)):
             assert time.time() - t0 < 1.0
+
+
+def test_folder_that_is_a_file_is_a_user_error(tmp_path):
+    from autotune.errors import UserError
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UserError, match="is a file"):
+        FolderLock(str(tmp_path / "f"), "--work-dir").acquire()
+
+
+def test_dropped_lock_is_released(tmp_path):
+    lock = FolderLock(str(tmp_path)).acquire()
+    del lock
+    FolderLock(str(tmp_path)).acquire().release()
