@@ -92,6 +92,17 @@ def loadavg() -> list[float] | None:
     return None
 
 
+def write_results(json_path: str, data: dict, md_path: str, table: str) -> None:
+    """A run's results as the project keeps them: ``data`` as JSON and ``table`` as markdown (folders
+    made as needed); the table is printed too."""
+    for path in (json_path, md_path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_json(json_path, data)
+    with open(md_path, "w", encoding="utf-8") as f:
+        f.write(table)
+    print(table)
+
+
 def write_json(path: str, data: dict) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

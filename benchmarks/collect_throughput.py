@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from autotune.cli import loadavg, versions, write_json  # noqa: E402
+from autotune.cli import loadavg, versions, write_results  # noqa: E402
 from autotune.tvmrt.farm import local_farm  # noqa: E402
 
 
@@ -64,17 +64,14 @@ def main(argv=None) -> int:
     res = {"model": args.model, "tasks": args.tasks, "programs_per_task": args.programs, "rows": rows,
            "loadavg_start": load_start, "loadavg_end": loadavg(), "versions": versions(),
            "command": "python benchmarks/collect_throughput.py " + " ".join(argv or sys.argv[1:])}
-    os.makedirs(args.out, exist_ok=True)
-    write_json(os.path.join(args.out, "collect_throughput.json"), res)
     lines = [f"Collection throughput on {args.model}'s first {args.tasks} tasks x {args.programs} programs, one arm "
              f"after the other; load {load_start} -> {res['loadavg_end']}. `{res['command']}`", "",
              "| arm | programs (valid) | wall (s) | build (s) | run (s) | programs/hour |", "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['arm']} | {r['programs']} ({r['valid']}) | {r['wall_s']:.0f} | {r['build_s']:.0f} | "
                      f"{r['run_s']:.0f} | {r['programs_per_hour']:.0f} |")
-    with open(os.path.join(args.out, "collect_throughput.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(os.path.join(args.out, "collect_throughput.json"), res, os.path.join(args.out, "collect_throughput.md"),
+                  "\n".join(lines) + "\n")
     return 0
 
 

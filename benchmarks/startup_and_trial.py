@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from autotune.cli import loadavg, versions, write_json  # noqa: E402
+from autotune.cli import loadavg, versions, write_results  # noqa: E402
 
 
 def _run(cmd: list[str], timeout: float) -> tuple[int, float]:
@@ -171,11 +171,7 @@ def main() -> None:
     elif args.keep_models_from:
         with open(args.keep_models_from) as f:
             results["models"] = json.load(f).get("models", [])
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    write_json(args.out + ".json", results)
-    with open(args.out + ".md", "w") as f:
-        f.write(markdown(results))
-    print(markdown(results))
+    write_results(args.out + ".json", results, args.out + ".md", markdown(results))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json
+from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json, write_results
 from autotune.data.splits import HELD_OUT_MODELS
 from autotune.errors import UserError
 
@@ -139,12 +139,8 @@ def _main(args) -> int:
     result = {"dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
               "train_programs": len(train), "held_out": held, "rows": rows, "seeds": args.seeds, "loadavg": loadavg(),
               "git_commit": git_commit(), "quick": args.quick}
-    os.makedirs(args.results, exist_ok=True)
-    write_json(os.path.join(args.results, "comparison.json"), result)
-    table = markdown_table(result)
-    with open(os.path.join(args.results, "comparison.md"), "w", encoding="utf-8") as f:
-        f.write(table)
-    print(table)
+    write_results(os.path.join(args.results, "comparison.json"), result, os.path.join(args.results, "comparison.md"),
+                  markdown_table(result))
     return 0
 
 

@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from autotune.cli import loadavg, versions, write_json  # noqa: E402
+from autotune.cli import loadavg, versions, write_results  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
 
@@ -147,12 +147,9 @@ def main(argv=None) -> int:
                 "versions": versions(), "command": " ".join(["python", "experiments/online_update/run.py"] +
                                                            (argv if argv is not None else sys.argv[1:]))})
     res["summary"] = summarize(res["rows"])
-    os.makedirs(args.out, exist_ok=True)
-    write_json(os.path.join(args.out, "online_update.json"), res)
-    with open(os.path.join(args.out, "online_update.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(res["summary"], res))
+    write_results(os.path.join(args.out, "online_update.json"), res, os.path.join(args.out, "online_update.md"),
+                  markdown(res["summary"], res))
     plot(res["summary"], os.path.join(args.out, "online_update.png"))
-    print(markdown(res["summary"], res))
     return 0
 
 

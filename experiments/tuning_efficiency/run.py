@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from autotune.cli import loadavg, write_json  # noqa: E402
+from autotune.cli import loadavg, write_results  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 from autotune.data.store import read_jsonl  # noqa: E402
 
@@ -269,13 +269,10 @@ def main(argv=None) -> int:
     summary = summarize(runs)
     meta = {"trials": args.trials, "wall_s": time.time() - t0, "loadavg_start": load_start, "loadavg_end": loadavg(),
             "quick": args.quick, "command": " ".join(["python", "experiments/tuning_efficiency/run.py", *(argv or sys.argv[1:])])}
-    os.makedirs(args.out, exist_ok=True)
-    write_json(os.path.join(args.out, "tuning_efficiency.json"), {"meta": meta, "summary": summary, "runs": runs})
-    with open(os.path.join(args.out, "README.md"), "w") as f:
-        f.write(markdown(summary, meta))
+    write_results(os.path.join(args.out, "tuning_efficiency.json"), {"meta": meta, "summary": summary, "runs": runs},
+                  os.path.join(args.out, "README.md"), markdown(summary, meta))
     plot(runs, os.path.join(args.out, "curves.png"))
     failed = [r for r in runs if "failed" in r]
-    print(markdown(summary, meta))
     if failed:
         print("failed runs:", [(r["model"], r["cost_model"], r["failed"]) for r in failed])
     return 1 if failed else 0
