@@ -1,5 +1,6 @@
 """The layering of the package, checked: the learning side (``autotune.data``, ``autotune.costmodel``)
-never loads TVM, no module imports upward, and no function in ``autotune/`` grows past 80 lines.
+never loads TVM, no module imports upward, no private name is imported across modules, and no
+function in ``autotune/`` grows past 80 lines.
 
 The import checks read the source with ``ast``, so an import inside a function (a lazy one) counts
 as much as one at the top of a file. Fast: no TVM, no training.
@@ -108,7 +109,8 @@ def test_data_does_not_import_costmodel():
 
 
 def test_import_checker_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
-    """The checker itself: a lazy ``import tvm`` and a relative upward import are both found."""
+    """The checkers themselves: a lazy ``import tvm``, a relative upward import and a private name
+    imported from another module are found; a private module is not a private name."""
     pkg = tmp_path / "autotune" / "data"
     pkg.mkdir(parents=True)
     f = pkg / "leaky.py"
@@ -118,6 +120,29 @@ def test_import_checker_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
     assert violations([f], ("autotune.costmodel",)) == [
         "autotune/data/leaky.py:6 imports autotune.costmodel", "autotune/data/leaky.py:6 imports autotune.costmodel.xgb"
     ]
+    (pkg / "_helpers.py").write_text("")
+    g = pkg / "user.py"
+    g.write_text("from . import _helpers\nfrom .leaky import _secret, public\n")
+    assert private_imports([g]) == ["autotune/data/user.py:2 imports autotune.data.leaky._secret"]
+
+
+def private_imports(files: list[Path]) -> list[str]:
+    """``from autotune.x import _name`` where ``_name`` is not a module: a private name used across modules."""
+    out = []
+    for f in files:
+        for line, name in imported_modules(f):
+            parent, _, last = name.rpartition(".")
+            if not (within(parent, ("autotune",)) and last.startswith("_") and not last.startswith("__")):
+                continue
+            as_module = ROOT / Path(*name.split("."))
+            if not (as_module.with_suffix(".py").exists() or (as_module / "__init__.py").exists()):
+                out.append(f"{f.relative_to(ROOT)}:{line} imports {name}")
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    bad = private_imports(sorted(PKG.rglob("*.py")))
+    assert not bad, "private names imported from another module (make them public or move them):\n" + "\n".join(bad)
 
 
 def long_functions(files: list[Path]) -> list[str]:
