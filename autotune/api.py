@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import torch
@@ -25,6 +24,7 @@ class CompiledModel:
         self.compile_seconds = compile_seconds
         self.tuning_seconds = tuning_seconds
         self.work_dir = work_dir
+        self.cost_model_used: str | None = None  # tune_torch: what --cost-model resolved to
 
     def __call__(self, *inputs):
         outs = [torch.from_numpy(o) for o in self._runner(*inputs)]
@@ -36,11 +36,11 @@ class CompiledModel:
 
 
 def _prepare(model: torch.nn.Module, example_inputs: tuple, target, num_threads: int | None):
-    from autotune.tvmrt.target import parse_target
+    """The target (threads for TVM's runtime pool taken from it, as the CLI does) and the bound module."""
+    from autotune.tvmrt.target import parse_target, use_target_threads
 
-    if num_threads is not None:
-        os.environ["TVM_NUM_THREADS"] = str(num_threads)
     tgt = parse_target(target, num_cores=num_threads) if isinstance(target, str | dict) else target
+    use_target_threads(tgt, num_threads, check=True)  # unset, TVM runs 1 thread on a 2-core machine
     with torch.no_grad():
         exported = torch.export.export(model.eval(), tuple(example_inputs))
     loaded = LoadedModel(type(model).__name__, exported, tuple(example_inputs), "api", model)
@@ -52,7 +52,10 @@ def _prepare(model: torch.nn.Module, example_inputs: tuple, target, num_threads:
 
 def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", database_dir: str | None = None,
                   num_threads: int | None = None) -> CompiledModel:
-    """Compile untuned (``database_dir=None``) or with the MetaSchedule database in ``database_dir``."""
+    """Compile untuned (``database_dir=None``) or with the MetaSchedule database in ``database_dir``.
+
+    The runtime uses the target's cores (``num_threads`` overrides; a TVM_NUM_THREADS set before the
+    first TVM call is kept)."""
     from autotune.frontend import relax as fe
     from autotune.tvmrt.database import open_json_database
 
@@ -65,27 +68,36 @@ def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm
 
 def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", trials: int, work_dir: str,
                seed: int = 0, num_threads: int | None = None, trials_per_round: int = 16,
-               cost_model: str = "ms-xgb") -> CompiledModel:
-    """Tune with MetaSchedule (our loop: pooled builder, resume from ``work_dir``) and compile."""
+               cost_model: str = "auto", online_update: str = "finetune") -> CompiledModel:
+    """Tune with MetaSchedule (our loop: pooled builder, resume from ``work_dir``) and compile.
+
+    ``cost_model`` / ``online_update``: as the CLI's ``--cost-model`` / ``--online-update``
+    (``autotune.tuning.costmodels``); ``tm.cost_model_used`` says what was used."""
     from autotune.frontend import relax as fe
-    from autotune.tuning.tuner import SearchConfig, make_cost_model, tune
+    from autotune.tuning.config import SearchConfig, TuneConfig
+    from autotune.tuning.costmodels import resolve
+    from autotune.tuning.tuner import tune
     from autotune.tvmrt.database import open_json_database
     from autotune.tvmrt.measure import Measurer
-    from autotune.tvmrt.target import hardware_id, target_json
 
-    tgt, _, mod = _prepare(model, example_inputs, target, num_threads)
-    cores = int(target_json(tgt).get("num-cores", 1))
+    config = TuneConfig(model=type(model).__name__, target=target, trials=trials, work_dir=work_dir, seed=seed,
+                        cost_model=cost_model, online_update=online_update, num_cores=num_threads,
+                        search=SearchConfig(num_trials_per_iter=trials_per_round))
+    tgt, _, mod = _prepare(model, example_inputs, config.target, config.num_cores)
+    resolved = resolve(config.cost_model, tgt, online=config.online_update,
+                       uses_cost_model=config.search.uses_cost_model)
     tasks = fe.extract_tasks(mod, tgt)
     database = open_json_database(work_dir)
     measurer = Measurer(tgt)
     t0 = time.perf_counter()
     try:
-        tune(tasks, tgt, database, measurer, work_dir=work_dir, max_trials=trials,
-             cost_model=make_cost_model(cost_model, cores, hw_id=hardware_id(tgt)),
-             search=SearchConfig(num_trials_per_iter=trials_per_round), seed=seed)
+        tune(tasks, tgt, database, measurer, work_dir=work_dir, max_trials=config.trials, cost_model=resolved,
+             search=config.search, seed=config.seed)
     finally:
         measurer.close()
     tuning = time.perf_counter() - t0
     t0 = time.perf_counter()
     exe = fe.compile_with_database(mod, tgt, database)
-    return CompiledModel(fe.VMRunner(exe), time.perf_counter() - t0, tuning, work_dir)
+    compiled = CompiledModel(fe.VMRunner(exe), time.perf_counter() - t0, tuning, work_dir)
+    compiled.cost_model_used = resolved.used
+    return compiled

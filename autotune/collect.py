@@ -63,11 +63,9 @@ def _main(args) -> int:
     only_keys = _tasks_of(args.same_tasks_as) if args.same_tasks_as else None
     rpc = _rpc_settings(args)
     target = parse_target(args.target)
-    from autotune.tvmrt.target import target_json
+    from autotune.tvmrt.target import target_cores
 
-    tj = target_json(target)
-    cores = int(tj.get("num-cores", 1))
-    os.environ.setdefault("TVM_NUM_THREADS", str(cores))
+    os.environ.setdefault("TVM_NUM_THREADS", str(target_cores(target)))  # measuring workers: pinned (as collected)
     _check_out(args.out)
     with folder_lock(args.out, "--out"):
         return _collect(args, target, rpc, only_keys)

@@ -21,6 +21,7 @@ def main() -> None:
     fast_start("llvm")
 
     from autotune.frontend.relax import Task, task_flops
+    from autotune.tuning.costmodels import resolve
     from autotune.tuning.tuner import SearchConfig, tune
     from autotune.tvmrt.database import open_json_database
     from autotune.tvmrt.measure import Measurer
@@ -36,6 +37,7 @@ def main() -> None:
     t_tune = time.time()
     try:
         states, stats = tune([task], target, db, measurer, work_dir=args.work_dir, max_trials=args.trials,
+                             cost_model=resolve("ms-xgb", target),
                              search=SearchConfig(num_trials_per_iter=args.trials_per_round, population_size=512,
                                                  genetic_num_iters=4))
     finally:

@@ -42,12 +42,13 @@ def main(argv=None) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     from autotune.frontend.models import load_model
+    from autotune.tuning.config import SearchConfig
+    from autotune.tuning.costmodels import resolve
     from autotune.tuning.session import TuneSession
-    from autotune.tuning.tuner import SearchConfig, make_cost_model
-    from autotune.tvmrt.target import hardware_id, parse_target
+    from autotune.tvmrt.target import parse_target, target_cores
 
     target = parse_target("llvm")
-    cores = int(target.attrs.get("num-cores", 1))
+    cores = target_cores(target)
     _, tasks = TuneSession(load_model(args.model), target, "/tmp").prepare()
     tasks = sorted(tasks, key=lambda t: -t.flops * t.weight)[: args.tasks]
     rows = []
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
             search = SearchConfig(population_size=pop, genetic_num_iters=iters, init_min_unmeasured=min(48, pop))
             per_round = []
             for i, task in enumerate(tasks):
-                cost_model = make_cost_model(cm_name, cores, hw_id=hardware_id(target))
+                cost_model = resolve(cm_name, target).model
                 ctx = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply",
                                      search_strategy=search.strategy(), task_name=task.name, rand_state=i + 1,
                                      num_threads=cores)

@@ -16,6 +16,7 @@ def test_take_task_measures_without_crashing(tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
     from autotune.frontend.relax import Task
+    from autotune.tuning.costmodels import resolve
     from autotune.tuning.tuner import SearchConfig, tune
     from autotune.tvmrt.measure import Measurer
     from autotune.tvmrt.target import parse_target
@@ -28,7 +29,8 @@ def test_take_task_measures_without_crashing(tmp_path):
     measurer = Measurer(target)
     try:
         states, _ = tune([Task("take", mod, 1, 0, target)], target, ms.database.MemoryDatabase(), measurer,
-                         work_dir=str(tmp_path), max_trials=4, search=SearchConfig(kind="replay-trace",
+                         work_dir=str(tmp_path), max_trials=4, cost_model=resolve("auto", target, uses_cost_model=False),
+                         search=SearchConfig(kind="replay-trace",
                                                                                    num_trials_per_iter=4))
     finally:
         measurer.close()

@@ -59,18 +59,21 @@ def test_suggested_tiles_are_valid_factorizations():
 def test_optuna_strategy_tunes_and_learns(monkeypatch):
     from tvm.s_tir import meta_schedule as ms
 
+    from autotune.tuning.costmodels import resolve
     from autotune.tuning.optuna_search import OptunaSearch
+    from autotune.tuning.search import Optuna
     from autotune.tuning.tuner import SearchConfig, tune
     from autotune.tvmrt.measure import Measurer
 
     task, target = _matmul_task()
     strategy = OptunaSearch()
-    monkeypatch.setattr(SearchConfig, "strategy", lambda self: strategy)  # keep a handle on the study
+    monkeypatch.setattr(Optuna, "create", lambda self, config: strategy)  # keep a handle on the study
+    search = SearchConfig(kind="optuna", num_trials_per_iter=8)
     measurer = Measurer(target)
     db = ms.database.MemoryDatabase()
     try:
         states, stats = tune([task], target, db, measurer, work_dir="/tmp/autotune-test-optuna", max_trials=24,
-                             search=SearchConfig(kind="optuna", num_trials_per_iter=8))
+                             search=search, cost_model=resolve("auto", target, uses_cost_model=search.uses_cost_model))
     finally:
         measurer.close()
     state = states[0]

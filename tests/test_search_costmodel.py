@@ -22,14 +22,14 @@ def pretrained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     data = tmp_path_factory.mktemp("ds") / "ds"
     shutil.copytree(TEST_DATASET, data)
-    rc = train_main(["--dataset", str(data), "--models", "xgb,seq", "--held-out", "tiny", "--quick",
+    rc = train_main(["--dataset", str(data), "--models", "xgb,seq,ms-xgb", "--held-out", "tiny", "--quick",
                      "--models-dir", str(out), "--results", str(out / "results")])
     assert rc == 0
     hw_made = json.load(open(data / "manifest.json"))["hardware"]["hardware_id"]
     here = hardware_id(parse_target("llvm"))
     if hw_made != here:  # the committed data came from another CPU: relabel the copy for this host
         shutil.move(out / hw_made, out / here)
-        for kind in ("xgb", "seq"):
+        for kind in ("xgb", "seq", "ms-xgb"):
             card_path = out / here / kind / "card.json"
             card = json.load(open(card_path))
             card["hardware"]["hardware_id"] = here
@@ -47,6 +47,7 @@ def test_adapter_predicts_and_learns(pretrained, online):
     from autotune.costmodel import load
     from autotune.frontend.models import load_model
     from autotune.frontend.relax import Task
+    from autotune.tuning.costmodels import Resolved
     from autotune.tuning.search_costmodel import LearnedCostModel
     from autotune.tuning.session import TuneSession
     from autotune.tuning.tuner import tune
@@ -62,7 +63,7 @@ def test_adapter_predicts_and_learns(pretrained, online):
     try:
         db = ms.database.MemoryDatabase()
         states, _ = tune(tasks[:1], target, db, measurer, work_dir=str(models_dir / "wd"), max_trials=24,
-                         cost_model=adapter)
+                         cost_model=Resolved.given(adapter, f"pretrained xgb + {online}"))
     finally:
         measurer.close()
     assert adapter.calls["predict"] > 0 and adapter.calls["predicted"] >= 24
@@ -74,16 +75,35 @@ def test_adapter_predicts_and_learns(pretrained, online):
     assert isinstance(tasks[0], Task) and np.isfinite(states[0].best_s)
 
 
-@pytest.mark.parametrize("kind", ["ms-xgb", "xgb", "seq", "online-xgb", "random"])
+# --cost-model (and --cost-model-path) -> what report.json must say ran, read from the model object:
+# class, pretrained model kind (None: no pretrained model), online-update mode (None: no online learner)
+USED = {
+    "ms-xgb": ("XGBModel", None, None),
+    "xgb": ("LearnedCostModel", "xgb", "finetune"),
+    "seq": ("LearnedCostModel", "seq", "finetune"),
+    "saved-ms-xgb": ("LearnedCostModel", "ms-xgb", "finetune"),  # our MSXGBCostModel from a folder, not stock
+    "online-xgb": ("LearnedCostModel", None, "online"),
+    "random": ("RandomModel", None, None),
+}
+
+
+@pytest.mark.parametrize("kind", list(USED))
 def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, kind):
+    """Fails on a silent fallback: the report's cost-model fields come from the object the search called."""
     models_dir, hw = pretrained
     wd = str(tmp_path / "wd")
-    extra = ["--cost-model-path", str(models_dir / hw / kind)] if kind in ("xgb", "seq") else []
+    name, saved = ("ms-xgb", "ms-xgb") if kind == "saved-ms-xgb" else (kind, kind if kind in ("xgb", "seq") else None)
+    extra = ["--cost-model-path", str(models_dir / hw / saved)] if saved else []
     res = cli("autotune.tune", "--model", "tiny_mlp", "--trials", "16", "--trials-per-round", "8",
-              "--work-dir", wd, "--cost-model", kind, "--skip-untuned", "--bench-rounds", "1", *extra)
+              "--work-dir", wd, "--cost-model", name, "--skip-untuned", "--bench-rounds", "1", *extra)
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.load(open(os.path.join(wd, "report.json")))
-    assert report["cost_model"] == kind and report["trials"]["this_run"] == 16
+    used = report["cost_model_resolved"]
+    assert (used["class"], used["pretrained_kind"], used["online_update"]) == USED[kind], report["cost_model_used"]
+    assert used["fallback"] is None and report["cost_model"] == name
+    if saved:
+        assert report["cost_model_card"]["path"] == str(models_dir / hw / saved) and used["trained_for"] == hw
+    assert report["trials"]["this_run"] == 16 and report["search"]["num_trials_per_iter"] == 8
     assert report["numerics"]["max_rel_error"] < 1e-4
 
 
@@ -94,6 +114,7 @@ def test_tune_tiny_with_optuna_strategy(cli, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.load(open(os.path.join(wd, "report.json")))
     assert report["search"]["kind"] == "optuna" and report["trials"]["this_run"] == 16
+    assert report["cost_model_resolved"]["class"] is None  # the optuna search asks no cost model
     assert report["numerics"]["max_rel_error"] < 1e-4
 
 
@@ -108,30 +129,6 @@ def test_model_for_another_target_is_refused(cli, tmp_path, pretrained):
               "--work-dir", str(tmp_path / "wd"))
     assert res.returncode == 2
     assert "cpu-skylake-avx512-8c" in res.stderr and "Traceback" not in res.stderr
-
-
-def test_no_pretrained_model_for_this_target_falls_back_to_online(tmp_path, caplog, pretrained):
-    from autotune.tuning.tuner import make_cost_model
-
-    models_dir, hw = pretrained
-    other = tmp_path / "models" / "cpu-skylake-avx512-8c"
-    shutil.copytree(models_dir / hw / "xgb", other / "xgb")
-    with caplog.at_level("WARNING", logger="autotune.tuning.tuner"):
-        model = make_cost_model("xgb", 2, hw_id=hw, models_dir=str(tmp_path / "models"))
-    assert model.pretrained is None  # online only
-    text = caplog.text
-    assert f"no pretrained xgb model for {hw}" in text and "cpu-skylake-avx512-8c" in text and "online-only" in text
-
-
-def test_auto_picks_the_pretrained_seq_model_else_stock(tmp_path, pretrained):
-    from autotune.tune import describe_cost_model
-    from autotune.tuning.tuner import make_cost_model
-
-    models_dir, hw = pretrained
-    model = make_cost_model("auto", 2, hw_id=hw, models_dir=str(models_dir))
-    assert describe_cost_model(model) == "pretrained seq + finetune"
-    stock = make_cost_model("auto", 2, hw_id=hw, models_dir=str(tmp_path / "empty"))
-    assert describe_cost_model(stock) == "XGBModel"
 
 
 def test_trace_tokens_from_objects_equal_the_json_path():

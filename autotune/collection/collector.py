@@ -18,6 +18,7 @@ from autotune.collection.taskpool import ZOO_DATASET_MODELS, iter_pool, task_mod
 from autotune.data.store import DatasetWriter, read_records  # noqa: E402
 from autotune.frontend import relax as fe  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
+from autotune.tuning.costmodels import Resolved  # noqa: E402
 from autotune.tuning.tuner import SearchConfig, tune  # noqa: E402
 from autotune.tvmrt.database import record_from_row  # noqa: E402
 from autotune.tvmrt.database import to_py as _json_de_tvm  # noqa: E402
@@ -158,7 +159,7 @@ class Collector:
             if max_trials <= have + measured:
                 continue
             tune([task], self.target, database, self.measurer, work_dir=self.root, max_trials=max_trials,
-                 cost_model=cost_model, search=SearchConfig(kind=kind, num_trials_per_iter=16,
+                 cost_model=Resolved.given(cost_model, "MetaSchedule XGBModel (collection)"), search=SearchConfig(kind=kind, num_trials_per_iter=16,
                                                             population_size=128, init_min_unmeasured=32),
                  seed=self.seed + have, on_measured=sink(sampler), task_loggers=[self._search_logger])
         return measured

@@ -72,7 +72,7 @@ def encode_trace_object(trace) -> tuple[np.ndarray, np.ndarray]:
 
 @derived_object
 class LearnedCostModel(PyCostModel):
-    """``online``: how measured programs update the scorer (see autotune.costmodel.online.MODES)."""
+    """``online``: how measured programs update the scorer (an ``autotune.costmodel.online.ONLINE_UPDATES`` name)."""
 
     def __init__(self, pretrained: CostModel | None = None, online: str = "finetune", min_online: int = 16,
                  online_weight: float = 0.5):
@@ -81,7 +81,6 @@ class LearnedCostModel(PyCostModel):
         self.learner = OnlineLearner(pretrained, mode=online, min_online=min_online, online_weight=online_weight)
         self.extractor = ms.feature_extractor.PerStoreFeature()
         self.calls = {"predict": 0, "update": 0, "predicted": 0, "learned": 0}
-        self.pretrained_card: dict | None = None  # set by make_cost_model: which trained model this is
 
     @property
     def online_mode(self) -> str:

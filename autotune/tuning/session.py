@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import statistics
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -16,86 +18,98 @@ from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
 
-from autotune.cli import loadavg  # noqa: E402
+from autotune.cli import loadavg, versions  # noqa: E402
 from autotune.frontend import relax as fe  # noqa: E402
-from autotune.tuning.tuner import SearchConfig, make_cost_model, tune  # noqa: E402
+from autotune.tuning.config import TuneConfig  # noqa: E402
+from autotune.tuning.costmodels import Resolved  # noqa: E402
+from autotune.tuning.tuner import tune  # noqa: E402
 from autotune.tvmrt.database import open_json_database  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
-from autotune.tvmrt.target import detect_host, target_json  # noqa: E402
+from autotune.tvmrt.target import detect_host, hardware_id, target_cores, target_json  # noqa: E402
 
 logger = logging.getLogger("autotune.tuning.session")
 _POOL_IDLE_S = 0.5  # TVM's worker threads spin for a while after a call; let them sleep
 
 
+@dataclass
+class _Timings:
+    import_s: float = 0.0
+    tune_s: float = 0.0
+    compile_s: float = 0.0
+    bench_s: float = 0.0
+
+
 class TuneSession:
-    def __init__(
-        self, model: LoadedModel, target, work_dir: str, seed: int = 0, measurer: Measurer | None = None,
-        t_start=None,
-    ):
-        self.model, self.target, self.work_dir, self.seed = model, target, work_dir, seed
+    """One model on one target: ``run(cost_model)`` tunes with ``config`` and returns report.json's dict."""
+
+    def __init__(self, model: LoadedModel, target, work_dir: str, config: TuneConfig | None = None,
+                 measurer: Measurer | None = None, t_start=None):
+        self.model, self.target, self.work_dir = model, target, work_dir
+        self.config = config or TuneConfig(model=model.name)
+        self.seed = self.config.seed
         self.measurer = measurer
         self.t_start = t_start or time.time()
-        self.kind = str(target.kind.name)
-        self.cores = int(target_json(target).get("num-cores", 1)) if self.kind == "llvm" else 1
+        self.cores = target_cores(target)
 
     def prepare(self):
         mod, params = fe.import_exported(self.model.exported)
         mod = fe.bind_and_simplify(mod, params)
         return mod, fe.extract_tasks(mod, self.target)
 
-    def run(
-        self,
-        trials: int,
-        trials_per_task: int | None = None,
-        trials_per_round: int = 16,
-        cost_model=None,
-        cost_model_name: str = "ms-xgb",
-        time_untuned: bool = True,
-        bench_rounds: int = 5,
-        search: SearchConfig | None = None,
-    ) -> dict:
+    def run(self, cost_model: Resolved) -> dict:
+        """Tune (resuming from the work dir), compile, check numerics, time; the report of what ran."""
+        times = _Timings()
         t0 = time.time()
         mod, tasks = self.prepare()
-        t_import = time.time() - t0
+        times.import_s = time.time() - t0
         logger.info(
             "%s: %d tasks, %.2f GFLOP per inference (import %.1f s)",
-            self.model.name, len(tasks), sum(t.flops * t.weight for t in tasks) / 1e9, t_import,
+            self.model.name, len(tasks), sum(t.flops * t.weight for t in tasks) / 1e9, times.import_s,
         )
         database = open_json_database(self.work_dir)
-        measurer = self.measurer or Measurer(self.target)
-        progress = Progress(trials, f"tuning {self.model.name}")
-        t_tune = time.time()
-        try:
-            states, stats = tune(
-                tasks, self.target, database, measurer,
-                work_dir=self.work_dir, max_trials=trials, trials_per_task=trials_per_task,
-                cost_model=cost_model if cost_model is not None else make_cost_model("ms-xgb", self.cores),
-                search=search or SearchConfig(num_trials_per_iter=trials_per_round),
-                seed=self.seed, on_progress=progress,
-            )
-        finally:
-            progress.close()
-            measurer.close()
-        t_tune = time.time() - t_tune
+        states, stats = self._tune(tasks, database, cost_model, times)
         t0 = time.time()
         tuned_exe = fe.compile_with_database(mod, self.target, database)
-        t_compile = time.time() - t0
+        times.compile_s = time.time() - t0
         lib_path = os.path.join(self.work_dir, f"{self.model.name}.so")
         _export(tuned_exe, lib_path)
-        untuned_exe = fe.compile_with_database(mod, self.target) if time_untuned else None
+        untuned_exe = fe.compile_with_database(mod, self.target) if self.config.time_untuned else None
         t0 = time.time()
-        arms, numerics = self._check_and_time(tuned_exe, untuned_exe, bench_rounds)
-        t_bench = time.time() - t0
+        arms, numerics = self._check_and_time(tuned_exe, untuned_exe, self.config.bench_rounds)
+        times.bench_s = time.time() - t0
+        return self._report(cost_model, states, stats, times, arms, numerics, lib_path)
+
+    def _tune(self, tasks, database, cost_model: Resolved, times: _Timings):
+        config = self.config
+        measurer = self.measurer or Measurer(self.target)
+        progress = Progress(config.trials, f"tuning {self.model.name}")
+        t0 = time.time()
+        try:
+            return tune(
+                tasks, self.target, database, measurer,
+                work_dir=self.work_dir, max_trials=config.trials, trials_per_task=config.trials_per_task,
+                cost_model=cost_model, search=config.search, seed=self.seed, on_progress=progress,
+            )
+        finally:
+            times.tune_s = time.time() - t0
+            progress.close()
+            measurer.close()
+
+    def _report(self, cost_model: Resolved, states, stats, times: _Timings, arms: dict, numerics: dict,
+                lib_path: str) -> dict:
+        """report.json, in one place, from what ran (the resolved cost model, the search config used)."""
         startup = (stats.first_measured_at - self.t_start) if stats.first_measured_at else None
         return {
             "model": self.model.name,
             "inputs": [{"shape": list(x.shape), "dtype": str(x.dtype)} for x in self.model.inputs],
             "target": target_json(self.target),
+            "hardware_id": hardware_id(self.target),
             "host": detect_host().as_json(),
             "seed": self.seed,
-            "cost_model": cost_model_name,
+            **cost_model.report(),
+            "search": dataclasses.asdict(self.config.search),
             "trials": {
-                "requested": trials,
+                "requested": self.config.trials,
                 "in_database": sum(s.trials for s in states),
                 "this_run": stats.trials_this_run,
                 "failed": sum(s.failures for s in states),
@@ -109,20 +123,21 @@ class TuneSession:
             "numerics": numerics,
             "wall_s": {
                 "startup_to_first_measurement": startup,
-                "import_and_extract": t_import,
-                "tuning": t_tune,
+                "import_and_extract": times.import_s,
+                "tuning": times.tune_s,
                 "search": stats.search_s,
                 "build": stats.build_s,
                 "run": stats.run_s,
-                "compile": t_compile,
-                "benchmark": t_bench,
+                "compile": times.compile_s,
+                "benchmark": times.bench_s,
                 "total": time.time() - self.t_start,
             },
-            "per_trial_s": (t_tune / stats.trials_this_run) if stats.trials_this_run else None,
+            "per_trial_s": (times.tune_s / stats.trials_this_run) if stats.trials_this_run else None,
             "history": {"columns": ["trials", "elapsed_s", "task", "task_best_s"], "rows": stats.history},
             "library": lib_path,
             "database": self.work_dir,
             "loadavg": loadavg(),
+            "versions": versions(),
         }
 
     def _check_and_time(self, tuned_exe, untuned_exe, rounds: int):

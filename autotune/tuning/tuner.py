@@ -10,7 +10,6 @@ every task, then rounds go to the task with the largest expected gain
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -26,43 +25,13 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from autotune.frontend.relax import Task  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
+from autotune.tuning.config import SearchConfig  # noqa: E402  (re-exported: callers import it from here)
+from autotune.tuning.costmodels import Resolved  # noqa: E402
 from autotune.tvmrt.database import FAILED_RUN_SECS, record_latency  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
+from autotune.tvmrt.target import target_cores  # noqa: E402
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """Evolutionary-search settings sized for small budgets.
-
-    benchmarks/results/search_round_cost.md (resnet50, 16 candidates per round): population 256 x 2
-    generations costs ~10 s of search per round with a pretrained model (feature extraction of every
-    scored candidate dominates), about what measuring the 16 candidates costs; 128 x 1 costs ~3.3 s.
-    """
-
-    num_trials_per_iter: int = 16
-    population_size: int = 128
-    genetic_num_iters: int = 1
-    init_min_unmeasured: int = 48
-    init_measured_ratio: float = 0.2
-    eps_greedy: float = 0.05
-    kind: str = "evolutionary"  # "replay-trace": uniform random samples; "optuna": TPE over the decisions
-
-    def strategy(self):
-        if self.kind == "replay-trace":
-            return ms.search_strategy.ReplayTrace()
-        if self.kind == "optuna":
-            from autotune.tuning.optuna_search import OptunaSearch
-
-            return OptunaSearch()
-        return ms.search_strategy.EvolutionarySearch(
-            population_size=self.population_size,
-            init_measured_ratio=self.init_measured_ratio,
-            init_min_unmeasured=self.init_min_unmeasured,
-            genetic_num_iters=self.genetic_num_iters,
-            eps_greedy=self.eps_greedy,
-        )
 
 
 @dataclass
@@ -131,100 +100,6 @@ def records_by_workload(database) -> dict[int, list]:
     return groups
 
 
-STRATEGIES = ("evolutionary", "optuna", "replay-trace")
-COST_MODELS = ("auto", "ms-xgb", "xgb", "seq", "ms-mlp", "online-xgb", "random")
-PRETRAINED = ("xgb", "seq", "ms-mlp")
-
-
-def find_pretrained(kind: str, hw_id: str, models_dir: str = "models") -> str | None:
-    path = os.path.join(models_dir, hw_id, kind)
-    return path if os.path.exists(os.path.join(path, "model.json")) else None
-
-
-def make_cost_model(name: str, num_cores: int, hw_id: str | None = None, models_dir: str = "models",
-                    path: str | None = None, online: str = "finetune"):
-    """A MetaSchedule cost model for ``--cost-model``.
-
-    ``ms-xgb``: stock MetaSchedule XGBModel (online only). ``xgb``/``seq``/``ms-mlp``: our
-    pretrained model for this hardware (models/<hardware_id>/<kind>) + online learning.
-    ``online-xgb``: our ranking XGBoost, online only. ``auto`` (the CLI default): the pretrained
-    sequence model for this hardware if there is one (the best arm of
-    experiments/tuning_efficiency/), else pretrained xgb, else ms-xgb (and it says so).
-    """
-    from autotune.errors import UserError
-
-    if name == "auto":
-        found = [k for k in ("seq", "xgb") if hw_id and find_pretrained(k, hw_id, models_dir)]
-        if path:
-            from autotune.costmodel.base import ModelFileError, read_model_meta
-
-            try:
-                name = read_model_meta(path)["kind"]
-            except ModelFileError as err:
-                raise UserError(str(err)) from None
-        elif found:
-            name = found[0]
-        else:
-            logger.info("no pretrained cost model for %s in %s/: tuning with MetaSchedule's online XGBoost",
-                        hw_id, models_dir)
-            name = "ms-xgb"
-    if name == "ms-xgb":
-        return ms.cost_model.XGBModel(num_tuning_cores=num_cores, tree_method="auto", num_warmup_samples=32)
-    if name == "random":
-        return ms.cost_model.RandomModel()
-    from autotune.tuning.search_costmodel import LearnedCostModel
-
-    if name == "online-xgb":
-        return LearnedCostModel(pretrained=None)
-    if name not in PRETRAINED:
-        raise UserError(f"--cost-model: unknown {name!r}; valid: {', '.join(COST_MODELS)}")
-    from autotune.costmodel import load
-    from autotune.costmodel.base import ModelFileError
-
-    explicit = path is not None
-    path = path or (find_pretrained(name, hw_id, models_dir) if hw_id else None)
-    if path is None:
-        others = sorted(d for d in os.listdir(models_dir) if os.path.isdir(os.path.join(models_dir, d, name))) \
-            if os.path.isdir(models_dir) else []
-        logger.warning(
-            "--cost-model %s: no pretrained %s model for %s in %s/ (found for: %s); tuning with an online-only "
-            "model learned from this run's measurements (train one with make train-costmodel)",
-            name, name, hw_id, models_dir, ", ".join(others) or "none",
-        )
-        return LearnedCostModel(pretrained=None)
-    card = os.path.join(path, "card.json")
-    if hw_id and os.path.exists(card):
-        with open(card, encoding="utf-8") as f:
-            made_for = json.load(f).get("hardware", {}).get("hardware_id")
-        if made_for and made_for != hw_id:
-            if not explicit:  # pragma: no cover - models/<hw_id>/ holds a card for another hardware
-                logger.warning("%s was trained for %s, not %s: online-only", path, made_for, hw_id)
-                return LearnedCostModel(pretrained=None)
-            raise UserError(
-                f"--cost-model {name}: {path} was trained for {made_for}, not {hw_id}; use a model for this "
-                "target or --cost-model ms-xgb"
-            )
-    try:
-        model = load(path)
-    except ModelFileError as err:
-        raise UserError(str(err)) from None
-    logger.info("cost model: pretrained %s from %s, updated online (%s)", name, path, online)
-    learned = LearnedCostModel(pretrained=model, online=online)
-    learned.pretrained_card = pretrained_card(path)
-    return learned
-
-
-def pretrained_card(path: str) -> dict:
-    """Which trained model a run used (for reports: results made with an older model are stale)."""
-    card_path = os.path.join(path, "card.json")
-    card = {}
-    if os.path.exists(card_path):
-        with open(card_path, encoding="utf-8") as f:
-            card = json.load(f)
-    return {"path": path, "kind": card.get("kind"), "trained": card.get("trained"),
-            "git_commit": card.get("git_commit"), "dataset_manifest_sha256": card.get("dataset_manifest_sha256")}
-
-
 def tune(
     tasks: list[Task],
     target,
@@ -233,8 +108,8 @@ def tune(
     *,
     work_dir: str,
     max_trials: int,
+    cost_model: Resolved,
     trials_per_task: int | None = None,
-    cost_model=None,
     search: SearchConfig | None = None,
     seed: int = 0,
     on_progress: Progress | None = None,
@@ -243,97 +118,126 @@ def tune(
 ) -> tuple[list[TaskState], TuneStats]:
     """Tune ``tasks`` until ``max_trials`` (all runs together) are in the database.
 
+    ``cost_model``: from ``autotune.tuning.costmodels.resolve`` (or ``Resolved.given``); its model learns
+    from every measured batch; a search kind that uses a cost model needs one.
     ``on_measured(state, candidates, outcomes)`` is called after every measured batch.
     """
     search = search or SearchConfig()
-    stats = TuneStats()
-    num_cores = int(target.attrs.get("num-cores", 1)) if target.kind.name == "llvm" else 1
-    if cost_model is None:
-        cost_model = make_cost_model("ms-xgb", num_cores)
-    per_task_cap = trials_per_task or max_trials
+    if cost_model.model is None and search.uses_cost_model:
+        raise ValueError(f"the {search.kind} search needs a cost model (autotune.tuning.costmodels.resolve)")
+    run = _TuneRun(target, database, measurer, cost_model.model, search, on_progress, on_measured)
     loggers = task_loggers or [search_logger(work_dir)] * len(tasks)
-    states: list[TaskState] = []
-    existing = records_by_workload(database)
-    t_search = time.perf_counter()
-    for i, (task, task_logger) in enumerate(zip(tasks, loggers)):
-        records = existing.get(int(tvm_ffi.structural_hash(task.mod)), [])
-        lat = [x for x in (record_latency(r) for r in records) if x is not None]
+    run.start(tasks, loggers, max_trials, trials_per_task or max_trials, seed)
+    try:
+        run.loop()
+    finally:
+        run.finish()
+    return run.states, run.stats
+
+
+class _TuneRun:
+    """One call of ``tune``: the task states, the budget left, and one search round at a time."""
+
+    def __init__(self, target, database, measurer: Measurer, model, search: SearchConfig, on_progress, on_measured):
+        self.target, self.database, self.measurer, self.model, self.search = target, database, measurer, model, search
+        self.on_progress, self.on_measured = on_progress, on_measured
+        self.stats = TuneStats()
+        self.states: list[TaskState] = []
+        self.remaining = 0
+        self.total_done = 0
+
+    def start(self, tasks: list[Task], loggers: list, max_trials: int, per_task_cap: int, seed: int) -> None:
+        self.t_start = time.perf_counter()
+        existing = records_by_workload(self.database)
+        for i, (task, task_logger) in enumerate(zip(tasks, loggers)):
+            records = existing.get(int(tvm_ffi.structural_hash(task.mod)), [])
+            self.states.append(self._state(task, task_logger, records, per_task_cap, (seed * 1_000_003 + i)))
+        self.total_done = sum(s.trials for s in self.states)
+        self.remaining = max(max_trials - self.total_done, 0)
+        for state in self.states:
+            state.done = state.budget <= 0 or self.remaining <= 0
+        self.stats.search_s += time.perf_counter() - self.t_start
+        self._progress()
+
+    def _state(self, task: Task, task_logger, records: list, per_task_cap: int, rand: int) -> TaskState:
         ctx = ms.TuneContext(
             mod=task.mod,
-            target=target,
+            target=self.target,
             space_generator="post-order-apply",
-            search_strategy=search.strategy(),
+            search_strategy=self.search.strategy(),
             task_name=task.name,
             logger=task_logger,
-            rand_state=(seed * 1_000_003 + i) % (2**31 - 1),
-            num_threads=num_cores,
+            rand_state=rand % (2**31 - 1),
+            num_threads=target_cores(self.target),
         )
+        lat = [x for x in (record_latency(r) for r in records) if x is not None]
         state = TaskState(task, ctx, budget=max(per_task_cap - len(records), 0), trials=len(records))
         state.best_s = min(lat) if lat else None
         state.failures = len(records) - len(lat)
         if state.best_s is not None:
             state.history.append(state.best_s)
-        states.append(state)
-    total_done = sum(s.trials for s in states)
-    remaining = max(max_trials - total_done, 0)
-    for state in states:
-        state.done = state.budget <= 0 or remaining <= 0
-    stats.search_s += time.perf_counter() - t_search
-    if on_progress is not None:
-        on_progress.update(total_done, _best_text(states))
-    try:
-        while remaining > 0:
-            active = [s for s in states if not s.done]
+        return state
+
+    def loop(self) -> None:
+        while self.remaining > 0:
+            active = [s for s in self.states if not s.done]
             if not active:
                 break
             state = _next_task(active)
-            t0 = time.perf_counter()
-            if not state.started:  # lazily: the first measurement comes sooner
-                state.ctx.pre_tuning(
-                    max_trials=state.budget,
-                    num_trials_per_iter=search.num_trials_per_iter,
-                    design_spaces=state.ctx.generate_design_space(),
-                    database=database,
-                    cost_model=cost_model,
-                )
-                state.started = True
-            candidates = state.ctx.generate_measure_candidates()
-            stats.search_s += time.perf_counter() - t0
-            if not candidates:
-                state.done = True
-                continue
-            cap = min(remaining, state.budget)
-            if state.trials == 0:  # first visit: leave budget for every task's first round
-                untouched = sum(1 for s in states if s.trials == 0 and not s.done)
-                cap = min(cap, max(4, remaining // max(untouched, 1)))
-            candidates = list(candidates)[:cap]
-            outcomes, _builder_results, runner_results = measurer.measure(candidates)
-            if stats.first_measured_at is None:
-                stats.first_measured_at = time.time()
-            t0 = time.perf_counter()
-            state.ctx.notify_runner_results(candidates, runner_results)
-            cost_model.update(state.ctx, candidates, runner_results)
-            stats.search_s += time.perf_counter() - t0
-            _commit(database, state, candidates, outcomes, target)
-            if on_measured is not None:
-                on_measured(state, candidates, outcomes)
-            n = len(candidates)
-            remaining -= n
+            n = self._round(state)
+            self.remaining -= n
             state.budget -= n
-            state.done = state.budget <= 0
-            total_done += n
-            stats.trials_this_run += n
-            stats.history.append(
-                [total_done, time.perf_counter() - t_search, states.index(state), state.best_s]
-            )
-            if on_progress is not None:
-                on_progress.update(total_done, _best_text(states))
-    finally:
-        for state in states:
+            state.done = state.done or state.budget <= 0
+            self.total_done += n
+            self.stats.trials_this_run += n
+            if n:
+                self.stats.history.append([self.total_done, time.perf_counter() - self.t_start,
+                                           self.states.index(state), state.best_s])
+                self._progress()
+
+    def _round(self, state: TaskState) -> int:
+        """One search round of ``state``'s task: propose, measure, learn, commit. Returns trials measured."""
+        t0 = time.perf_counter()
+        if not state.started:  # lazily: the first measurement comes sooner
+            state.ctx.pre_tuning(max_trials=state.budget, num_trials_per_iter=self.search.num_trials_per_iter,
+                                 design_spaces=state.ctx.generate_design_space(), database=self.database,
+                                 cost_model=self.model)
+            state.started = True
+        candidates = state.ctx.generate_measure_candidates()
+        self.stats.search_s += time.perf_counter() - t0
+        if not candidates:
+            state.done = True
+            return 0
+        candidates = list(candidates)[: self._cap(state)]
+        outcomes, _builder_results, runner_results = self.measurer.measure(candidates)
+        if self.stats.first_measured_at is None:
+            self.stats.first_measured_at = time.time()
+        t0 = time.perf_counter()
+        state.ctx.notify_runner_results(candidates, runner_results)
+        if self.model is not None:
+            self.model.update(state.ctx, candidates, runner_results)
+        self.stats.search_s += time.perf_counter() - t0
+        _commit(self.database, state, candidates, outcomes, self.target)
+        if self.on_measured is not None:
+            self.on_measured(state, candidates, outcomes)
+        return len(candidates)
+
+    def _cap(self, state: TaskState) -> int:
+        cap = min(self.remaining, state.budget)
+        if state.trials == 0:  # first visit: leave budget for every task's first round
+            untouched = sum(1 for s in self.states if s.trials == 0 and not s.done)
+            cap = min(cap, max(4, self.remaining // max(untouched, 1)))
+        return cap
+
+    def _progress(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress.update(self.total_done, _best_text(self.states))
+
+    def finish(self) -> None:
+        for state in self.states:
             if state.started:
                 state.ctx.post_tuning()
-        stats.build_s, stats.run_s = measurer.times.build_s, measurer.times.run_s
-    return states, stats
+        self.stats.build_s, self.stats.run_s = self.measurer.times.build_s, self.measurer.times.run_s
 
 
 def _next_task(active: list[TaskState]) -> TaskState:

@@ -7,6 +7,7 @@ so the host CPU is detected through LLVM and written into the target explicitly.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 from dataclasses import asdict, dataclass
@@ -191,3 +192,35 @@ def hardware_id(target, rpc_key: str | None = None) -> str:
     if tj["kind"] == "cuda":
         return f"cuda-{tj.get('arch', 'unknown')}{suffix}"
     return f"cpu-{tj.get('mcpu')}-{tj.get('num-cores', 1)}c{suffix}"
+
+
+def target_cores(target) -> int:
+    """Threads a target's programs run with (its llvm ``num-cores``; 1 for other kinds): the one place
+    the tuner, the search, the cost model and the runtime pool read it from."""
+    tj = target_json(target)
+    return int(tj.get("num-cores", 1)) if tj["kind"] == "llvm" else 1
+
+
+def use_target_threads(target, threads: int | None = None, check: bool = False) -> int:
+    """Size TVM's runtime thread pool for ``target`` before it starts; returns the thread count asked for.
+
+    Unset, TVM runs half the logical CPUs (it assumes hyper-threading): 1 thread on a 2-core machine.
+    ``threads`` overrides; otherwise a TVM_NUM_THREADS already in the environment is kept. Worker
+    processes started later inherit it. TVM's pool also pins its threads and spins after each call,
+    which starves torch's threads in the same process (measured: torch eager 5-30x slower); unpinned,
+    both run at full speed, so TVM_BIND_THREADS defaults to 0. ``check``: start the pool now and warn
+    when it already ran with another count (an earlier TVM call in this process; it cannot be resized).
+    """
+    if threads is not None:
+        os.environ["TVM_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("TVM_NUM_THREADS", str(target_cores(target)))
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
+    want = int(os.environ["TVM_NUM_THREADS"])
+    if check:
+        import tvm
+
+        if tvm.runtime.num_threads() != want:
+            logging.getLogger(__name__).warning(
+                "TVM's runtime runs %d threads, not %d: set TVM_NUM_THREADS=%d before the first TVM call",
+                tvm.runtime.num_threads(), want, want)
+    return want

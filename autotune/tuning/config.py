@@ -1,0 +1,118 @@
+"""What a tuning run is asked to do, as frozen values (TVM-free).
+
+``TuneConfig`` is built once, from the CLI flags (``autotune.tune.config_from_args``) or the API's
+keywords, validated there, and read by the session, the tuner and the cost-model resolver.
+``SearchConfig`` sizes one search round; ``--trials-per-round`` lives only in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autotune.errors import UserError
+
+
+def _positive(flag: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UserError(f"{flag} must be a positive integer, got {value}")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Search settings sized for small budgets (``kind``: a registered ``autotune.tuning.search`` kind).
+
+    benchmarks/results/search_round_cost.md (resnet50, 16 candidates per round): population 256 x 2
+    generations costs ~10 s of search per round with a pretrained model (feature extraction of every
+    scored candidate dominates), about what measuring the 16 candidates costs; 128 x 1 costs ~3.3 s.
+    """
+
+    num_trials_per_iter: int = 16  # --trials-per-round
+    population_size: int = 128  # --population
+    genetic_num_iters: int = 1  # --search-iters
+    init_min_unmeasured: int = 48
+    init_measured_ratio: float = 0.2
+    eps_greedy: float = 0.05
+    kind: str = "evolutionary"  # --strategy
+
+    def __post_init__(self) -> None:
+        _positive("--trials-per-round", self.num_trials_per_iter)
+        _positive("--population", self.population_size)
+        _positive("--search-iters", self.genetic_num_iters)
+        self.search_kind()  # unknown kind: UserError listing the valid ones
+
+    def search_kind(self):
+        from autotune.tuning.search import search_kind
+
+        return search_kind(self.kind)
+
+    @property
+    def uses_cost_model(self) -> bool:
+        return self.search_kind().uses_cost_model
+
+    def strategy(self):
+        """A fresh MetaSchedule SearchStrategy for one task."""
+        return self.search_kind().create(self)
+
+
+@dataclass(frozen=True)
+class RPCAddress:
+    """``--rpc-tracker HOST:PORT --rpc-key KEY``."""
+
+    host: str
+    port: int
+    key: str
+
+    @classmethod
+    def parse(cls, tracker: str | None, key: str | None) -> RPCAddress | None:
+        if tracker is None and key is None:
+            return None
+        host, _, port = (tracker or "").rpartition(":")
+        if not host or not port.isdigit() or not key:
+            raise UserError("--rpc-tracker HOST:PORT and --rpc-key KEY must be given together "
+                            "(e.g. 127.0.0.1:9190 and cpu)")
+        return cls(host, int(port), key)
+
+    def settings(self):
+        from autotune.tvmrt.measure import RPCSettings
+
+        return RPCSettings(self.host, self.port, self.key)
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """One tuning run. Defaults are the CLI's; ``__post_init__`` validates (UserError naming the flag)."""
+
+    model: str = "resnet18"
+    target: object = "llvm"  # 'llvm', 'cuda', a JSON string, a dict, or a tvm Target (API)
+    trials: int = 400
+    trials_per_task: int | None = None
+    work_dir: str | None = None
+    seed: int = 0
+    cost_model: str = "auto"
+    cost_model_path: str | None = None
+    online_update: str = "finetune"
+    search: SearchConfig = field(default_factory=SearchConfig)
+    batch_size: int = 1
+    input_shape: tuple[int, ...] | None = None
+    num_cores: int | None = None  # threads for the tuned program (None: all of the target's)
+    time_untuned: bool = True
+    bench_rounds: int = 5
+    rpc: RPCAddress | None = None
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        from autotune.costmodel.online import ONLINE_UPDATES
+        from autotune.tuning.costmodels import check_name
+
+        _positive("--trials", self.trials)
+        _positive("--trials-per-task", self.trials_per_task, allow_none=True)
+        _positive("--batch-size", self.batch_size)
+        _positive("--num-cores", self.num_cores, allow_none=True)
+        _positive("--bench-rounds", self.bench_rounds)
+        check_name(self.cost_model)
+        if self.online_update not in ONLINE_UPDATES:
+            raise UserError(f"--online-update: unknown {self.online_update!r}; valid: {', '.join(ONLINE_UPDATES)}")
+        if self.input_shape is not None and (not self.input_shape or min(self.input_shape) < 1):
+            raise UserError(f"--input-shape: expected positive integers like 3,224,224, got {self.input_shape}")

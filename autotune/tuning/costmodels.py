@@ -1,0 +1,317 @@
+"""``--cost-model``: one table of names and one resolver from a name to the model the search calls.
+
+    resolved = resolve("auto", target, online="finetune")
+    resolved.model   # what MetaSchedule's search calls (None when the search uses no cost model)
+    resolved.used    # one line: which model, trained for which hardware, and why it was chosen
+    resolved.card    # the pretrained model's card summary (None without one)
+
+Names (``COST_MODELS``): ``ms-xgb`` is MetaSchedule's stock XGBModel (online only, the baseline) and
+``random`` its RandomModel; ``xgb`` / ``seq`` / ``ms-mlp`` are our pretrained models from
+``models/<hardware_id>/<kind>/`` updated online (``--online-update``); ``online-xgb`` is our ranking
+XGBoost learned online only. A saved model folder (``--cost-model-path``) is loaded by the kind its
+model.json names, so a saved ``ms-xgb`` folder is our ``MSXGBCostModel``, never the stock model;
+``--cost-model`` must then be ``auto`` or that kind.
+
+``auto`` picks the first of ``AUTO_ORDER`` = xgb, seq, ms-mlp that this hardware has a model for.
+xgb comes first because it was the better tuning arm where the committed results disagree least
+(experiments/tuning_efficiency/README.md, 2026-12-03, 3 seeds): on resnet50 and mobilenet_v2 it
+reached stock MetaSchedule's final latency with 2.19x / 2.44x fewer trials (seq 1.75x / 1.54x), on
+5 of 6 CNN seeds at 2.42-2.52x, and it costs less per trial (0.63 / 0.64 s vs seq's 0.69 / 0.78 s);
+seq is better on bert_base (2.23x vs 1.46x) but less steady across seeds.
+
+Hardware without its own model (``auto`` only): the nearest hardware's model is used and adapted
+online. Nearest (``hardware_distance``): the same target kind (llvm / cuda) is required; then the
+fewest ISA features the model's hardware has and this one lacks (its programs' costs assumed
+instructions that do not exist here), then the fewest this one has and it lacks, then the closest
+core count (|log2 ratio|), then the hardware id (deterministic). Among that hardware's models,
+AUTO_ORDER decides. ISA features are LLVM's for each target's ``mcpu`` (``ISA_FEATURES``).
+
+Nothing falls back silently: every fallback is logged (WARNING) and named in ``used`` and
+``fallback``; ``Resolved.report()`` is what report.json records, read from the model object itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass
+
+from autotune.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CostModelName:
+    name: str
+    source: str  # auto | stock | pretrained | online
+    help: str
+
+
+COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
+    CostModelName("auto", "auto", "our pretrained model for this hardware (xgb, else seq, else ms-mlp); without "
+                  "one, the nearest hardware's, adapted online; else ms-xgb (default; it says which)"),
+    CostModelName("ms-xgb", "stock", "MetaSchedule's stock XGBModel, learned online from this run only"),
+    CostModelName("xgb", "pretrained", "our pretrained ranking XGBoost for this hardware + --online-update"),
+    CostModelName("seq", "pretrained", "our pretrained trace sequence model for this hardware + --online-update"),
+    CostModelName("ms-mlp", "pretrained", "TenSet-MLP design pretrained for this hardware + --online-update"),
+    CostModelName("online-xgb", "online", "our ranking XGBoost learned online from this run only"),
+    CostModelName("random", "stock", "MetaSchedule's RandomModel (random scores)"),
+)}
+AUTO_ORDER = ("xgb", "seq", "ms-mlp")
+ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
+                "neon", "dotprod", "sve")
+DEFAULT_MODELS_DIR = "models"
+
+
+def check_name(name: str) -> None:
+    if name not in COST_MODELS:
+        raise UserError(f"--cost-model: unknown {name!r}; valid: {', '.join(COST_MODELS)}")
+
+
+def help_text() -> str:
+    return "; ".join(f"{c.name}: {c.help}" for c in COST_MODELS.values())
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A cost model as resolved for a run: the object the search calls and what it is."""
+
+    model: object | None  # a MetaSchedule CostModel; None: the search uses none
+    used: str  # one line: which model, trained for which hardware, and why
+    card: dict | None = None  # summary of the pretrained model's card.json
+    requested: str = ""  # the name asked for
+    fallback: str | None = None  # why this is not what was asked for (None: it is)
+
+    @classmethod
+    def given(cls, model, used: str) -> Resolved:
+        """A MetaSchedule cost model the caller built itself (e.g. the dataset collector's)."""
+        return cls(model, used, requested="given")
+
+    def report(self) -> dict:
+        """report.json's cost-model fields, read from the model object (not from the flag)."""
+        learner = getattr(self.model, "learner", None)
+        pretrained = getattr(learner, "pretrained", None)
+        return {
+            "cost_model": self.requested,
+            "cost_model_used": self.used,
+            "cost_model_card": self.card,
+            "cost_model_resolved": {
+                "requested": self.requested,
+                "class": type(self.model).__name__ if self.model is not None else None,
+                "pretrained_kind": pretrained.name if pretrained is not None else None,
+                "trained_for": (self.card or {}).get("hardware_id") if pretrained is not None else None,
+                "online_update": learner.mode if learner is not None else None,
+                "fallback": self.fallback,
+            },
+            "online_update": learner.mode if learner is not None else None,
+        }
+
+
+def resolve(name: str, target, *, path: str | None = None, online: str = "finetune",
+            models_dir: str = DEFAULT_MODELS_DIR, uses_cost_model: bool = True) -> Resolved:
+    """The cost model ``name`` stands for on ``target`` (see the module docstring). Logs what it chose."""
+    check_name(name)
+    if not uses_cost_model:
+        resolved = _none(name, path)
+    elif path is not None:
+        resolved = _from_path(name, path, target, online)
+    elif COST_MODELS[name].source == "stock":
+        resolved = _stock(name, target)
+    elif COST_MODELS[name].source == "online":
+        resolved = Resolved(_learned(None, online), "our ranking XGBoost, online only (asked for)", requested=name)
+    elif name == "auto":
+        resolved = _auto(target, models_dir, online)
+    else:
+        resolved = _pretrained(name, target, models_dir, online)
+    (logger.warning if resolved.fallback else logger.info)("cost model: %s", resolved.used)
+    return resolved
+
+
+def _none(name: str, path: str | None) -> Resolved:
+    if name != "auto" or path is not None:
+        logger.warning("--cost-model %s is not used: the search strategy asks no cost model", name)
+    return Resolved(None, "none (the search strategy uses no cost model)", requested=name)
+
+
+def _stock(name: str, target) -> Resolved:
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    from tvm.s_tir import meta_schedule as ms
+
+    from autotune.tvmrt.target import target_cores
+
+    if name == "random":
+        return Resolved(ms.cost_model.RandomModel(), "MetaSchedule's RandomModel (asked for)", requested=name)
+    model = ms.cost_model.XGBModel(num_tuning_cores=target_cores(target), tree_method="auto", num_warmup_samples=32)
+    return Resolved(model, "MetaSchedule's stock XGBModel, online only (asked for)", requested=name)
+
+
+def _learned(pretrained, online: str):
+    from autotune.tuning.search_costmodel import LearnedCostModel
+
+    return LearnedCostModel(pretrained=pretrained, online=online)
+
+
+def _load(path: str):
+    from autotune.costmodel import load
+    from autotune.costmodel.base import ModelFileError
+
+    try:
+        return load(path)
+    except ModelFileError as err:
+        raise UserError(str(err)) from None
+
+
+def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fallback: str | None = None) -> Resolved:
+    model = _learned(_load(path), online)
+    kind = model.pretrained.name
+    used = (f"pretrained {kind} from {path} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}), "
+            f"updated online ({model.learner.mode})")
+    return Resolved(model, used, card=card, requested=name, fallback=fallback)
+
+
+def _from_path(name: str, path: str, target, online: str) -> Resolved:
+    from autotune.costmodel.base import ModelFileError, read_model_meta
+    from autotune.tvmrt.target import hardware_id
+
+    try:
+        kind = read_model_meta(path)["kind"]
+    except ModelFileError as err:
+        raise UserError(str(err)) from None
+    if name not in ("auto", kind):
+        raise UserError(f"--cost-model {name}: --cost-model-path {path} holds a {kind!r} model; "
+                        f"pass --cost-model auto or {kind}")
+    card, here = read_card(path), hardware_id(target)
+    if card.get("hardware_id") and card["hardware_id"] != here:
+        raise UserError(f"--cost-model-path {path} was trained for {card['hardware_id']}, not {here}; use a model "
+                        "for this target, or --cost-model auto (nearest hardware's model) or ms-xgb")
+    return _with_pretrained(name, path, card, online, "--cost-model-path")
+
+
+def _pretrained(kind: str, target, models_dir: str, online: str) -> Resolved:
+    from autotune.tvmrt.target import hardware_id
+
+    here = hardware_id(target)
+    path = find_pretrained(kind, here, models_dir)
+    if path is not None:
+        return _with_pretrained(kind, path, _own_card(path, here), online, "this hardware's model")
+    others = sorted(d for d in _hardware_dirs(models_dir) if find_pretrained(kind, d, models_dir))
+    why = (f"no pretrained {kind} model for {here} in {models_dir}/ (found for: {', '.join(others) or 'none'}); "
+           "online-only (train one with make train-costmodel, or use --cost-model auto to start from the nearest "
+           "hardware's model)")
+    return Resolved(_learned(None, online), f"our ranking XGBoost, online only: {why}", requested=kind, fallback=why)
+
+
+def _auto(target, models_dir: str, online: str) -> Resolved:
+    from autotune.tvmrt.target import hardware_id
+
+    here = hardware_id(target)
+    for kind in AUTO_ORDER:
+        path = find_pretrained(kind, here, models_dir)
+        if path is not None:
+            why = f"auto: the first of {', '.join(AUTO_ORDER)} this hardware has a model for"
+            return _with_pretrained("auto", path, _own_card(path, here), online, why)
+    nearest = nearest_pretrained(target, models_dir)
+    if nearest is not None:
+        path, card, reason = nearest
+        why = f"auto: no model for {here}; nearest hardware ({reason})"
+        return _with_pretrained("auto", path, card, online, why, fallback=f"no pretrained model for {here}")
+    why = f"no pretrained model in {models_dir}/ for {here} or any {target.kind.name} hardware"
+    stock = _stock("ms-xgb", target)
+    return Resolved(stock.model, f"MetaSchedule's stock XGBModel, online only ({why})", requested="auto",
+                    fallback=why)
+
+
+def _own_card(path: str, here: str) -> dict:
+    card = read_card(path)
+    if card["hardware_id"] not in (None, here):
+        raise UserError(f"{path}/card.json says the model was trained for {card['hardware_id']}, not {here}: "
+                        f"move it to the models folder of {card['hardware_id']}")
+    return card
+
+
+def find_pretrained(kind: str, hw_id: str, models_dir: str = DEFAULT_MODELS_DIR) -> str | None:
+    path = os.path.join(models_dir, hw_id, kind)
+    return path if os.path.exists(os.path.join(path, "model.json")) else None
+
+
+def _hardware_dirs(models_dir: str) -> list[str]:
+    if not os.path.isdir(models_dir):
+        return []
+    return sorted(d for d in os.listdir(models_dir) if os.path.isdir(os.path.join(models_dir, d)))
+
+
+def read_card(path: str) -> dict:
+    """The card of a saved model, summarized for reports (results made with an older model are stale)."""
+    card = {}
+    card_path = os.path.join(path, "card.json")
+    if os.path.exists(card_path):
+        with open(card_path, encoding="utf-8") as f:
+            card = json.load(f)
+    hardware = card.get("hardware") or {}
+    return {"path": path, "kind": card.get("kind"), "trained": card.get("trained"),
+            "git_commit": card.get("git_commit"), "dataset_manifest_sha256": card.get("dataset_manifest_sha256"),
+            "hardware_id": hardware.get("hardware_id"), "target": hardware.get("target")}
+
+
+def nearest_pretrained(target, models_dir: str = DEFAULT_MODELS_DIR) -> tuple[str, dict, str] | None:
+    """(path, card, reason) of the model ``auto`` takes from the nearest other hardware, or None."""
+    from autotune.tvmrt.target import hardware_id, target_json
+
+    ours = target_json(target)
+    here = hardware_id(target)
+    best = None
+    for hw in _hardware_dirs(models_dir):
+        for rank, kind in enumerate(AUTO_ORDER):
+            path = find_pretrained(kind, hw, models_dir)
+            if hw == here or path is None:
+                continue
+            card = read_card(path)
+            distance = hardware_distance(ours, card.get("target") or {})
+            if distance is not None and (best is None or (distance, rank, hw) < best[0]):
+                best = ((distance, rank, hw), path, card)
+    if best is None:
+        return None
+    (distance, _, hw), path, card = best
+    return path, card, f"{hw}: {describe_distance(ours, card['target'], distance)}"
+
+
+def isa_features(target: dict) -> frozenset[str]:
+    """The ISA features (of ``ISA_FEATURES``) LLVM gives a target dict's ``mcpu``; a cuda target's arch."""
+    if target.get("kind") == "cuda":
+        return frozenset([str(target.get("arch", ""))])
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    import tvm
+    from tvm.target import codegen
+
+    try:
+        features = codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": target.get("mcpu")}))
+    except Exception:  # noqa: BLE001 - an mcpu this LLVM does not know: no features known
+        return frozenset()
+    return frozenset(f for f in ISA_FEATURES if f in features)
+
+
+def hardware_distance(ours: dict, theirs: dict) -> tuple | None:
+    """How far a model's hardware (its card's target) is from ours: smaller is nearer; None: other kind."""
+    if ours.get("kind") != theirs.get("kind"):
+        return None
+    mine, other = isa_features(ours), isa_features(theirs)
+    cores = abs(math.log2(max(int(theirs.get("num-cores", 1)), 1) / max(int(ours.get("num-cores", 1)), 1)))
+    return len(other - mine), len(mine - other), round(cores, 6), ours.get("mcpu") != theirs.get("mcpu")
+
+
+def describe_distance(ours: dict, theirs: dict, distance: tuple) -> str:
+    mine, other = isa_features(ours), isa_features(theirs)
+    parts = [f"same target kind ({ours.get('kind')})"]
+    if other - mine:
+        parts.append(f"has {', '.join(sorted(other - mine))} that this target lacks")
+    parts.append(f"lacks {', '.join(sorted(mine - other))}" if mine - other else "same ISA features")
+    cores, here = theirs.get("num-cores", 1), ours.get("num-cores", 1)
+    parts.append(f"{cores} cores like this target" if cores == here else f"{cores} cores, this target {here}")
+    return "; ".join(parts)

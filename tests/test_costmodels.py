@@ -1,0 +1,167 @@
+"""``--cost-model`` resolution (autotune.tuning.costmodels): one table, nothing falls back silently.
+
+Model folders are small XGBoost models fitted on synthetic programs, with cards naming their
+hardware; targets are explicit, so the results do not depend on this host's CPU.
+"""
+
+import json
+
+import pytest
+
+from autotune.errors import UserError
+
+pytestmark = pytest.mark.tvm
+
+ROCKETLAKE = {"kind": "llvm", "mcpu": "rocketlake", "num-cores": 2}  # AVX-512, hardware id cpu-rocketlake-2c
+ZEN3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}
+V2 = {"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 1}
+
+
+def _target(config):
+    from autotune.tvmrt.target import parse_target
+
+    return parse_target(dict(config))
+
+
+def _save(models_dir, hw, folder, target, kind="xgb"):
+    """A fitted ``kind`` model in models_dir/hw/folder with a card for ``hw``."""
+    from autotune.costmodel import create
+    from autotune.costmodel.inputs import normalized_throughput
+    from autotune.testing.programs import synthetic
+
+    batch, lat, groups = synthetic(n_tasks=3, per_task=20)
+    path = models_dir / hw / folder
+    create(kind, n_estimators=5).fit(batch, normalized_throughput(lat, groups), groups).save(str(path))
+    card = {"kind": kind, "trained": "2026-01-01T00:00:00Z", "hardware": {"hardware_id": hw, "target": target}}
+    (path / "card.json").write_text(json.dumps(card))
+    return str(path)
+
+
+@pytest.fixture
+def models(tmp_path):
+    root = tmp_path / "models"
+    _save(root, "cpu-znver3-2c", "xgb", ZEN3)
+    _save(root, "cpu-znver3-2c", "seq", ZEN3)
+    _save(root, "cpu-x86-64-v2-1c", "xgb", V2)
+    _save(root, "cuda-sm_90", "xgb", {"kind": "cuda", "arch": "sm_90"})
+    return root
+
+
+def test_one_table_of_names_for_the_cli():
+    from autotune.tune import build_parser
+    from autotune.tuning.costmodels import AUTO_ORDER, COST_MODELS, check_name
+
+    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, ms-mlp, online-xgb, random"):
+        check_name("magic")
+    assert set(AUTO_ORDER) <= set(COST_MODELS) and AUTO_ORDER[0] == "xgb"
+    help_text = build_parser().format_help()
+    assert all(f"{name}:" in help_text.replace("\n", " ") for name in COST_MODELS)
+
+
+def test_auto_takes_this_hardwares_model_xgb_first(models):
+    from autotune.tuning.costmodels import resolve
+
+    resolved = resolve("auto", _target(ZEN3), models_dir=str(models))
+    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / "xgb") and resolved.fallback is None
+    report = resolved.report()["cost_model_resolved"]
+    assert report["pretrained_kind"] == "xgb" and report["trained_for"] == "cpu-znver3-2c"
+    assert report["online_update"] == "finetune"
+
+
+def test_auto_without_a_model_for_this_hardware_takes_the_nearest(models, caplog):
+    from autotune.tuning.costmodels import resolve
+
+    with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
+        resolved = resolve("auto", _target(ROCKETLAKE), models_dir=str(models))
+    # znver3 (AVX2, 2 cores) is nearer to an AVX-512 2-core CPU than x86-64-v2 (1 core, no AVX); cuda never
+    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / "xgb")
+    assert resolved.fallback == "no pretrained model for cpu-rocketlake-2c"
+    assert "nearest hardware" in resolved.used and "cpu-znver3-2c" in resolved.used and "avx512f" in resolved.used
+    assert resolved.model.learner.mode == "finetune"  # adapted online
+    assert "cpu-znver3-2c" in caplog.text and "nearest" in caplog.text
+    report = resolved.report()
+    assert report["cost_model_resolved"]["trained_for"] == "cpu-znver3-2c"
+    assert report["cost_model_used"] == resolved.used
+
+
+def test_nearest_hardware_prefers_no_missing_isa_features(models):
+    from autotune.tuning.costmodels import nearest_pretrained
+
+    v2_2c = _target({"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2})
+    path, card, reason = nearest_pretrained(v2_2c, str(models))
+    assert card["hardware_id"] == "cpu-x86-64-v2-1c", reason  # znver3 has AVX2/FMA this CPU lacks
+    assert "1 cores, this target 2" in reason
+
+
+def test_hardware_distance_rule():
+    from autotune.tuning.costmodels import hardware_distance
+
+    assert hardware_distance(ROCKETLAKE, {"kind": "cuda", "arch": "sm_90"}) is None
+    zen3, v2 = hardware_distance(ROCKETLAKE, ZEN3), hardware_distance(ROCKETLAKE, V2)
+    assert zen3[0] == v2[0] == 0  # neither has a feature rocketlake lacks
+    assert zen3 < v2 and zen3[1] == 3  # avx512f, avx512bw, avx512vnni missing; v2 misses more (and 1 core)
+    assert hardware_distance(V2, ZEN3)[0] == 3  # avx, avx2, fma that x86-64-v2 lacks
+
+
+def test_auto_without_any_model_is_stock_and_says_so(tmp_path, caplog):
+    from autotune.tuning.costmodels import resolve
+
+    with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
+        resolved = resolve("auto", _target(ROCKETLAKE), models_dir=str(tmp_path / "none"))
+    assert type(resolved.model).__name__ == "XGBModel" and resolved.card is None
+    assert "no pretrained model" in resolved.fallback and "stock XGBModel" in caplog.text
+
+
+def test_explicit_kind_without_a_model_is_online_only_and_says_so(models, caplog):
+    from autotune.tuning.costmodels import resolve
+
+    with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
+        resolved = resolve("xgb", _target(ROCKETLAKE), models_dir=str(models))
+    assert resolved.model.pretrained is None and resolved.report()["cost_model_resolved"]["online_update"] == "online"
+    text = caplog.text
+    assert "no pretrained xgb model for cpu-rocketlake-2c" in text and "cpu-znver3-2c" in text and "online-only" in text
+    assert resolved.fallback and "online-only" in resolved.used
+
+
+def test_saved_ms_xgb_folder_is_our_model_not_the_stock_one(tmp_path):
+    from autotune.tuning.costmodels import resolve
+
+    folder = _save(tmp_path / "models", "cpu-znver3-2c", "ms-xgb", ZEN3, kind="ms-xgb")
+    target = _target(ZEN3)
+    for name in ("ms-xgb", "auto"):
+        resolved = resolve(name, target, path=folder)
+        assert type(resolved.model.pretrained).__name__ == "MSXGBCostModel", name
+        assert resolved.report()["cost_model_resolved"]["pretrained_kind"] == "ms-xgb"
+    assert type(resolve("ms-xgb", target).model).__name__ == "XGBModel"  # the name alone: stock
+    with pytest.raises(UserError, match="holds a 'ms-xgb' model; pass --cost-model auto or ms-xgb"):
+        resolve("xgb", target, path=folder)
+    with pytest.raises(UserError, match="trained for cpu-znver3-2c, not cpu-rocketlake-2c"):
+        resolve("ms-xgb", _target(ROCKETLAKE), path=folder)
+
+
+def test_a_search_without_a_cost_model_gets_none(models, caplog):
+    from autotune.tuning.costmodels import resolve
+
+    assert resolve("auto", _target(ZEN3), models_dir=str(models), uses_cost_model=False).model is None
+    with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
+        resolved = resolve("xgb", _target(ZEN3), models_dir=str(models), uses_cost_model=False)
+    assert resolved.model is None and "--cost-model xgb is not used" in caplog.text
+
+
+def test_report_reads_the_model_object_not_the_label():
+    """A resolver that fell back without saying so still cannot pass: the report's fields come from the object."""
+    from autotune.tuning.costmodels import Resolved, resolve
+
+    stock = resolve("ms-xgb", _target(ZEN3)).model
+    report = Resolved(stock, "pretrained xgb (a label that lies)", requested="xgb").report()["cost_model_resolved"]
+    assert report["class"] == "XGBModel" and report["pretrained_kind"] is None and report["online_update"] is None
+
+
+def test_tune_needs_a_cost_model_for_a_search_that_uses_one(tmp_path):
+    from autotune.tuning.config import SearchConfig
+    from autotune.tuning.costmodels import Resolved
+    from autotune.tuning.tuner import tune
+
+    with pytest.raises(ValueError, match="evolutionary search needs a cost model"):
+        tune([], _target(ZEN3), None, None, work_dir=str(tmp_path), max_trials=1,
+             cost_model=Resolved(None, "none"), search=SearchConfig())
