@@ -88,3 +88,20 @@ def test_dropped_lock_is_released(tmp_path):
     lock = FolderLock(str(tmp_path)).acquire()
     del lock
     FolderLock(str(tmp_path)).acquire().release()
+
+
+@pytest.mark.tvm
+def test_second_tune_on_a_held_work_dir(tmp_path, cli):
+    """A real second ``autotune.tune`` on a work dir another process holds: one line, exit 2, and the
+    holder's files are not touched (no work-dir metadata, no database written)."""
+    wd = tmp_path / "wd"
+    holder = _holder(wd)
+    try:
+        res = cli("autotune.tune", "--model", "tiny", "--trials", "4", "--work-dir", str(wd), timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert len(errors) == 1 and f"pid {holder.pid}" in errors[0] and "--work-dir" in errors[0]
+    assert sorted(os.listdir(wd)) == [LOCK_FILE]
