@@ -57,11 +57,12 @@ def _main(args) -> int:
             raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if not 0.0 <= args.random_fraction <= 1.0:
         raise UserError(f"--random-fraction must be in [0, 1], got {args.random_fraction}")
-    from autotune.tune import _rpc_settings
+    from autotune.tuning.config import RPCAddress
     from autotune.tvmrt.target import parse_target
 
     only_keys = _tasks_of(args.same_tasks_as) if args.same_tasks_as else None
-    rpc = _rpc_settings(args)
+    address = RPCAddress.parse(args.rpc_tracker, args.rpc_key)
+    rpc = address.settings() if address else None
     target = parse_target(args.target)
     from autotune.tvmrt.target import target_cores
 

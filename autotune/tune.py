@@ -93,12 +93,6 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
     )
 
 
-def _rpc_settings(args):
-    """``--rpc-tracker``/``--rpc-key`` as measure.RPCSettings (None: measure locally); autotune.collect uses it."""
-    address = RPCAddress.parse(args.rpc_tracker, args.rpc_key)
-    return address.settings() if address else None
-
-
 def _check_work_dir(work_dir: str, meta: dict) -> None:
     path = os.path.join(work_dir, WORKDIR_META)
     if os.path.exists(path):
