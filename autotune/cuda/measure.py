@@ -145,7 +145,7 @@ def unpack(packed: str) -> str:
         with tarfile.open(packed, "r:xz") as tar:
             members = tar.getmembers()
             for member in members:  # all checked before anything is written
-                if not member.name.startswith("bundle/") or ".." in member.name.split("/") \
+                if not (member.name == "bundle" or member.name.startswith("bundle/")) or ".." in member.name.split("/") \
                         or not (member.isfile() or member.isdir()):
                     raise UnsafeArchive(f"{packed}: refused: member {member.name!r} is not a plain file or folder "
                                         "under bundle/ (a bundle made by autotune.cuda.bundle pack holds only those)")

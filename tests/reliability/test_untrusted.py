@@ -173,3 +173,16 @@ def test_bundle_tar_escaping_its_folder_is_refused(tmp_path, member, link, cli):
                            capture_output=True, text=True, check=False).stdout
     assert found == "", found
     assert ROOT  # the CLI ran from the repository root
+
+
+def test_a_bundle_that_pack_wrote_still_unpacks(tmp_path, cli):
+    from autotune.cuda.measure import unpack
+
+    bundle = tmp_path / "b"
+    (bundle / "kernels").mkdir(parents=True)
+    (bundle / "bundle.json").write_text('{"entry": "main"}')
+    (bundle / "kernels" / "k0.so").write_bytes(b"\0" * 64)
+    res = cli("autotune.cuda.bundle", "pack", str(bundle))
+    assert res.returncode == 0, res.stderr
+    folder = unpack(str(bundle) + ".tar.xz")
+    assert sorted(os.listdir(folder)) == ["bundle.json", "kernels"]
