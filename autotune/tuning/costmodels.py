@@ -276,8 +276,8 @@ def nearest_pretrained(target, models_dir: str = DEFAULT_MODELS_DIR) -> tuple[st
                 best = ((distance, rank, hw), path, card)
     if best is None:
         return None
-    (distance, _, hw), path, card = best
-    return path, card, f"{hw}: {describe_distance(ours, card['target'], distance)}"
+    (_, _, hw), path, card = best
+    return path, card, f"{hw}: {describe_distance(ours, card['target'])}"
 
 
 def isa_features(target: dict) -> frozenset[str]:
@@ -306,7 +306,7 @@ def hardware_distance(ours: dict, theirs: dict) -> tuple | None:
     return len(other - mine), len(mine - other), round(cores, 6), ours.get("mcpu") != theirs.get("mcpu")
 
 
-def describe_distance(ours: dict, theirs: dict, distance: tuple) -> str:
+def describe_distance(ours: dict, theirs: dict) -> str:
     mine, other = isa_features(ours), isa_features(theirs)
     parts = [f"same target kind ({ours.get('kind')})"]
     if other - mine:
