@@ -1,5 +1,8 @@
 # autotune: every target sets up .venv from pyproject.toml itself (no manual steps).
 PY ?= .venv/bin/python
+# a pip index serving torch's CPU wheels (e.g. PyTorch's own CPU index): on machines where only PyPI is
+# reached, torch==2.13.0 for Linux x86_64 from PyPI is the CUDA build (several GB); this project runs on CPU
+TORCH_INDEX ?=
 VENV_STAMP := .venv/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
 MODEL ?= resnet18
@@ -20,7 +23,9 @@ $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, pinned: an unpinned torch would pull a multi-GB CUDA build
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	# xgboost-cpu, not xgboost (which pulls a ~470 MB CUDA NCCL library): drop an older venv's copy first
+	if $(PY) -m pip show -q xgboost >/dev/null 2>&1; then $(PY) -m pip uninstall -y -q xgboost nvidia-nccl-cu12; fi
 	$(PY) -m pip install -q -e '.[dev]'
 	rm -f .venv/.installed-*
 	touch $(VENV_STAMP)
