@@ -38,7 +38,7 @@ def arm_flags(arm: str) -> list[str]:
     """An arm is a cost model (``xgb``), a cost model with an online-update mode (``xgb:finetune``),
     or ``optuna`` (the TPE search strategy, no cost model)."""
     if arm == "optuna":
-        return ["--strategy", "optuna", "--cost-model", "random"]
+        return ["--strategy", "optuna"]  # the optuna search asks no cost model (SearchKind.uses_cost_model)
     name, _, online = arm.partition(":")
     return ["--cost-model", name] + (["--online-update", online] if online else [])
 
