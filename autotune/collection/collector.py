@@ -58,15 +58,20 @@ class Collector:
         self._search_logger = logging.getLogger("tvm.s_tir.meta_schedule.autotune_collect")
 
     def ensure_pool(self, models=None, n_synthetic: int = 200) -> None:
-        if self.writer.known_tasks():
+        manifest = self.writer.manifest  # a run killed while extracting left "task_pool_complete": false
+        if self.writer.known_tasks() and manifest.get("task_pool_complete", True):
             logger.info("resuming: %d tasks already in %s", len(self.writer.known_tasks()), self.root)
             return
+        manifest["task_pool_complete"] = False
+        self.writer._write_manifest()
         t0 = time.time()
         n = 0
         for info in iter_pool(self.target, models=models or ZOO_DATASET_MODELS, n_synthetic=n_synthetic,
                               seed=self.seed):
-            self.writer.add_task(info)
+            self.writer.add_task(info)  # tasks already there (an interrupted extraction) are skipped
             n += 1
+        manifest["task_pool_complete"] = True
+        self.writer._write_manifest()
         logger.info("task pool: %d distinct tasks in %.0f s", n, time.time() - t0)
 
     def _load_measured(self) -> dict[str, list]:

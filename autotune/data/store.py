@@ -116,14 +116,18 @@ class DatasetWriter:
                 "counts": {},
             }
             self._write_manifest()
-        self._journal_rows = len(read_jsonl(os.path.join(root, JOURNAL)))
-        self._repair_journal()
+        self._journal_rows = self._repair_journal()
 
-    def _repair_journal(self) -> None:
+    def _repair_journal(self) -> int:
+        """Rewrite the journal without a torn last line, or empty it when a run was killed between
+        compacting it into a shard (manifest written) and emptying it. Returns its rows."""
         path = os.path.join(self.root, JOURNAL)
         rows = read_jsonl(path)
+        if _journal_in_last_shard(self.root, self.manifest, rows):
+            rows = []
         if os.path.exists(path):
             _atomic_write(path, b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+        return len(rows)
 
     def known_tasks(self) -> dict[str, dict]:
         return {t["key"]: t for t in read_jsonl(os.path.join(self.root, TASKS))}
@@ -182,6 +186,20 @@ class DatasetWriter:
     def close(self) -> None:
         self.compact()
         self.update_counts()
+
+
+def _journal_in_last_shard(root: str, manifest: dict, rows: list[dict]) -> bool:
+    """True when ``rows`` (the journal) are exactly the newest shard: compacted, not yet emptied."""
+    if not rows or not manifest.get("shards"):
+        return False
+    name = max(manifest["shards"])
+    if manifest["shards"][name].get("rows") != len(rows):
+        return False
+    try:
+        shard = pq.read_table(os.path.join(root, name), schema=RECORD_SCHEMA).to_pylist()
+    except Exception:  # noqa: BLE001 - an unreadable shard is reported by read_records, not here
+        return False
+    return shard == [{f: r.get(f) for f in RECORD_FIELDS} for r in rows]
 
 
 def read_manifest(root: str) -> dict:
@@ -244,7 +262,7 @@ def read_records(root: str, verify: bool = True, valid_only: bool = False) -> pa
         except Exception as err:  # pyarrow raises several types for broken files
             raise DatasetError(f"{path}: unreadable Parquet shard ({type(err).__name__}: {err})") from None
     journal = read_jsonl(os.path.join(root, JOURNAL))
-    if journal:
+    if journal and not _journal_in_last_shard(root, manifest, journal):
         tables.append(pa.Table.from_pylist(journal, schema=RECORD_SCHEMA))
     table = pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
     if valid_only:
