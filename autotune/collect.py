@@ -40,6 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another dataset folder: only its measured tasks (e.g. a transfer set for new hardware)")
     p.add_argument("--time-limit", type=float, default=None, help="stop after this many hours")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sampler", default=None,
+                   help="active learning: draw a pool of candidates per task and measure only the ones this "
+                        "sampler picks (autotune.costmodel.sampling: random, rdu, diversity, ...; see "
+                        "autotune/collection/active.py); --programs-per-task and --pass-size are then unused")
+    p.add_argument("--pool-per-task", type=int, default=256, help="with --sampler: candidates drawn per task")
+    p.add_argument("--measure-fraction", type=float, default=0.1, help="with --sampler: share of the pool measured")
+    p.add_argument("--active-rounds", type=int, default=4, help="with --sampler: rounds (the model is refit between)")
     p.add_argument("--rpc-tracker", default=None, help="host:port of a TVM RPC tracker")
     p.add_argument("--rpc-key", default=None)
     p.add_argument("-v", "--verbose", action="store_true")
@@ -57,6 +64,16 @@ def _main(args) -> int:
             raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if not 0.0 <= args.random_fraction <= 1.0:
         raise UserError(f"--random-fraction must be in [0, 1], got {args.random_fraction}")
+    if args.sampler is not None:
+        from autotune.costmodel.sampling import REGISTRY
+
+        if args.sampler not in REGISTRY:
+            raise UserError(f"--sampler: unknown {args.sampler!r}; valid: {', '.join(REGISTRY)}")
+        if args.pool_per_task < 1 or args.active_rounds < 1:
+            raise UserError(f"--pool-per-task and --active-rounds must be positive integers, got "
+                            f"{args.pool_per_task} and {args.active_rounds}")
+        if not 0.0 < args.measure_fraction <= 1.0:
+            raise UserError(f"--measure-fraction must be in (0, 1], got {args.measure_fraction}")
     from autotune.tuning.config import RPCAddress
     from autotune.tvmrt.target import parse_target
 
@@ -105,12 +122,20 @@ def _collect(args, target, rpc, only_keys) -> int:
         collector.ensure_pool(
             models=args.models.split(",") if args.models else None, n_synthetic=args.synthetic
         )
-        collector.run(
-            programs_per_task=args.programs_per_task, pass_size=args.pass_size,
-            random_fraction=args.random_fraction, max_tasks=args.max_tasks,
-            only_models=args.only_models.split(",") if args.only_models else None, only_keys=only_keys,
-            deadline=time.time() + args.time_limit * 3600 if args.time_limit else None,
-        )
+        if args.sampler is not None:
+            from autotune.collection.active import ActiveCollection
+
+            ActiveCollection(collector, args.sampler, args.pool_per_task, args.measure_fraction, args.active_rounds,
+                             seed=args.seed).run(
+                max_tasks=args.max_tasks, only_models=args.only_models.split(",") if args.only_models else None,
+                only_keys=only_keys, deadline=time.time() + args.time_limit * 3600 if args.time_limit else None)
+        else:
+            collector.run(
+                programs_per_task=args.programs_per_task, pass_size=args.pass_size,
+                random_fraction=args.random_fraction, max_tasks=args.max_tasks,
+                only_models=args.only_models.split(",") if args.only_models else None, only_keys=only_keys,
+                deadline=time.time() + args.time_limit * 3600 if args.time_limit else None,
+            )
     finally:
         collector.close()
     logger.info("dataset %s: %s", args.out, json.dumps(collector.writer.manifest.get("counts")))
