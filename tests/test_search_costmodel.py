@@ -22,14 +22,14 @@ def pretrained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     data = tmp_path_factory.mktemp("ds") / "ds"
     shutil.copytree(TEST_DATASET, data)
-    rc = train_main(["--dataset", str(data), "--models", "xgb,seq,ms-xgb", "--held-out", "tiny", "--quick",
+    rc = train_main(["--dataset", str(data), "--models", "xgb,seq", "--held-out", "tiny", "--quick",
                      "--models-dir", str(out), "--results", str(out / "results")])
     assert rc == 0
     hw_made = json.load(open(data / "manifest.json"))["hardware"]["hardware_id"]
     here = hardware_id(parse_target("llvm"))
     if hw_made != here:  # the committed data came from another CPU: relabel the copy for this host
         shutil.move(out / hw_made, out / here)
-        for kind in ("xgb", "seq", "ms-xgb"):
+        for kind in ("xgb", "seq"):
             card_path = out / here / kind / "card.json"
             card = json.load(open(card_path))
             card["hardware"]["hardware_id"] = here
@@ -76,12 +76,12 @@ def test_adapter_predicts_and_learns(pretrained, online):
 
 
 # --cost-model (and --cost-model-path) -> what report.json must say ran, read from the model object:
-# class, pretrained model kind (None: no pretrained model), online-update mode (None: no online learner)
+# class, pretrained model kind (None: no pretrained model), online-update mode (None: no online learner).
+# A saved ms-xgb folder resolving to our MSXGBCostModel: tests/test_costmodels.py.
 USED = {
     "ms-xgb": ("XGBModel", None, None),
     "xgb": ("LearnedCostModel", "xgb", "finetune"),
     "seq": ("LearnedCostModel", "seq", "finetune"),
-    "saved-ms-xgb": ("LearnedCostModel", "ms-xgb", "finetune"),  # our MSXGBCostModel from a folder, not stock
     "online-xgb": ("LearnedCostModel", None, "online"),
     "random": ("RandomModel", None, None),
 }
@@ -92,15 +92,15 @@ def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, kind):
     """Fails on a silent fallback: the report's cost-model fields come from the object the search called."""
     models_dir, hw = pretrained
     wd = str(tmp_path / "wd")
-    name, saved = ("ms-xgb", "ms-xgb") if kind == "saved-ms-xgb" else (kind, kind if kind in ("xgb", "seq") else None)
+    saved = kind if kind in ("xgb", "seq") else None
     extra = ["--cost-model-path", str(models_dir / hw / saved)] if saved else []
     res = cli("autotune.tune", "--model", "tiny_mlp", "--trials", "16", "--trials-per-round", "8",
-              "--work-dir", wd, "--cost-model", name, "--skip-untuned", "--bench-rounds", "1", *extra)
+              "--work-dir", wd, "--cost-model", kind, "--skip-untuned", "--bench-rounds", "1", *extra)
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.load(open(os.path.join(wd, "report.json")))
     used = report["cost_model_resolved"]
     assert (used["class"], used["pretrained_kind"], used["online_update"]) == USED[kind], report["cost_model_used"]
-    assert used["fallback"] is None and report["cost_model"] == name
+    assert used["fallback"] is None and report["cost_model"] == kind
     if saved:
         assert report["cost_model_card"]["path"] == str(models_dir / hw / saved) and used["trained_for"] == hw
     assert report["trials"]["this_run"] == 16 and report["search"]["num_trials_per_iter"] == 8
