@@ -79,6 +79,27 @@ def _last_log_line(folder: str) -> str:
         return ""
 
 
+def classify(phase: str, started: float | None = None) -> str:
+    """Where a kill landed, from the last log line: start-up (no line from this run yet), search/build/run,
+    compile, benchmark, collection pool extraction or measuring."""
+    if not phase:
+        return "start-up"
+    if started is not None:
+        try:
+            stamp = time.mktime(time.strptime(phase[:19], "%Y-%m-%d %H:%M:%S"))
+            if stamp < started - 1:
+                return "start-up"
+        except ValueError:
+            pass
+    text = phase.lower()
+    for key, name in (("task pool", "task-pool extraction"), ("compil", "compile"), ("latency", "benchmark"),
+                      ("numerics", "benchmark"), ("tuning", "search/build/run"), ("visit", "measuring"),
+                      ("pass", "measuring")):
+        if key in text:
+            return name
+    return "other: " + phase[24:80]
+
+
 def _run_once(cmd: list[str], folder: str, kill_after: float | None, log) -> dict:
     t0 = time.time()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -94,7 +115,7 @@ def _run_once(cmd: list[str], folder: str, kill_after: float | None, log) -> dic
         if orphans:
             os.killpg(proc.pid, signal.SIGKILL)  # do not let orphaned workers eat the 2 cores
         return {"killed": True, "after_s": round(time.time() - t0, 1), "phase": phase, "rc": -9,
-                "orphans": len(orphans)}
+                "orphans": len(orphans), "where": classify(phase, t0)}
     return {"killed": killed, "after_s": round(time.time() - t0, 1), "phase": "", "rc": rc, "orphans": 0}
 
 
@@ -178,14 +199,35 @@ def markdown(results: list[dict], command: str) -> str:
         s = res["summary"]
         lines += [f"## {res['kind']}", "", "| summary | value |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in s.items()]
-        lines += ["", "| cycle | killed after (s) | rc | rows | lost | duplicates | orphaned workers | phase |",
-                  "|---|---|---|---|---|---|---|---|"]
+        wheres: dict[str, int] = {}
         for c in res["cycles"]:
-            phase = c["phase"].replace("|", "/")[-90:]
+            if c["killed"]:
+                wheres[c["where"]] = wheres.get(c["where"], 0) + 1
+        lines += [f"| kills by phase | {', '.join(f'{k}: {v}' for k, v in sorted(wheres.items()))} |"]
+        lines += ["", "| cycle | killed after (s) | where | rc | rows | lost | duplicates | orphaned workers | "
+                  "last log line |", "|---|---|---|---|---|---|---|---|---|"]
+        for c in res["cycles"]:
+            phase = c["phase"].replace("|", "/")[11:120]
             lines.append(f"| {c['cycle']}{' (final)' if c['final'] else ''} | {c['after_s'] if c['killed'] else '-'} "
-                         f"| {c['rc']} | {c['rows']} | {c['lost']} | {c['duplicates']} | {c['orphans']} | {phase} |")
+                         f"| {c.get('where', '-') if c['killed'] else '-'} | {c['rc']} | {c['rows']} | {c['lost']} "
+                         f"| {c['duplicates']} | {c['orphans']} | {phase} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _write_report(out: str, results: list[dict], command: str, notes: str | None) -> None:
+    for res in results:  # kills recorded before "where" existed: a repeated last line means start-up
+        prev = ""
+        for c in res["cycles"]:
+            if c["killed"] and "where" not in c:
+                c["where"] = "start-up" if c["phase"] == prev else classify(c["phase"])
+            prev = c["phase"] or prev
+    text = markdown(results, command)
+    if notes:
+        with open(notes, encoding="utf-8") as f:
+            text += "\n" + f.read()
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def main(argv=None) -> int:
@@ -197,16 +239,22 @@ def main(argv=None) -> int:
     ap.add_argument("--min-delay", type=float, default=4.0)
     ap.add_argument("--max-delay", type=float, default=45.0)
     ap.add_argument("--out", default=None, help="markdown report (and .json beside it)")
+    ap.add_argument("--report-only", default=None, help="rewrite --out from this results JSON, run nothing")
+    ap.add_argument("--notes", default=None, help="a markdown file appended to the report (observations)")
     args = ap.parse_args(argv)
+    if args.report_only:
+        with open(args.report_only, encoding="utf-8") as f:
+            data = json.load(f)
+        _write_report(args.out, data["results"], data["command"], args.notes)
+        return 0
     os.makedirs(args.work, exist_ok=True)
     results = [battery(kind, args.kills, args.seed, args.work, (args.min_delay, args.max_delay))
                for kind in args.commands.split(",")]
     if args.out:
         command = "python -m tests.reliability.kill_battery " + " ".join(argv if argv is not None else sys.argv[1:])
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(markdown(results, command))
         with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"command": command, "results": results}, f, indent=1)
+        _write_report(args.out, results, command, args.notes)
     bad = [r["kind"] for r in results if r["summary"]["lost"] or r["summary"]["duplicates"]
            or r["summary"]["unkilled_failures"]]
     print(json.dumps({r["kind"]: r["summary"] for r in results}, indent=1))
