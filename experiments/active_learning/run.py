@@ -141,16 +141,18 @@ def selection(sampler_name: str, seed: int, train, rounds, cache_dir: str, quick
     return out
 
 
-def fit_and_score(kind: str, seed: int, train, rows, data, held: dict, quick: bool, xgb_config: str) -> dict:
-    from autotune.costmodel import create
+def score_shipped(shipped, train, data, held: dict) -> dict:
+    from autotune.costmodel import load
     from autotune.costmodel.train import evaluate
 
-    sub = train.subset(np.sort(rows))
-    model = create(kind, **model_params(kind, seed, quick, xgb_config))
-    t0 = time.perf_counter()
-    model.fit(sub.batch, sub.y, sub.groups)
-    fit_s = time.perf_counter() - t0
-    metrics = evaluate(model, data, held)
+    path, card = shipped
+    metrics = evaluate(load(path), data, held)
+    return _result(metrics, train, card["train"]["fit_seconds"], held) | {
+        "source": os.path.relpath(path, ROOT)
+    }
+
+
+def _result(metrics: dict, sub, fit_s: float, held: dict) -> dict:
     return {
         "fit_s": fit_s,
         "programs": len(sub),
@@ -165,23 +167,58 @@ def fit_and_score(kind: str, seed: int, train, rows, data, held: dict, quick: bo
     }
 
 
+def fit_and_score(kind: str, seed: int, train, rows, data, held: dict, quick: bool, xgb_config: str) -> dict:
+    from autotune.costmodel import create
+    from autotune.costmodel.train import evaluate
+
+    sub = train.subset(np.sort(rows))
+    model = create(kind, **model_params(kind, seed, quick, xgb_config))
+    t0 = time.perf_counter()
+    model.fit(sub.batch, sub.y, sub.groups)
+    fit_s = time.perf_counter() - t0
+    metrics = evaluate(model, data, held)
+    return _result(metrics, sub, fit_s, held)
+
+
+def shipped_full_model(kind: str, params: dict, n_train: int, held_names: list[str], models_dir: str):
+    """The shipped model of ``kind`` when it is exactly this 100% run (same number of training programs,
+    held-out models, hyperparameters and seed; threads aside), else None: re-scoring it saves a long fit."""
+    from autotune.costmodel import create
+
+    path = os.path.join(models_dir, kind)
+    try:
+        with open(os.path.join(path, "card.json"), encoding="utf-8") as f:
+            card = json.load(f)
+    except (OSError, ValueError):
+        return None
+
+    def strip(p: dict) -> dict:
+        return {k: v for k, v in p.items() if k not in ("nthread", "num_threads")}
+
+    ours = strip(create(kind, **params).get_params())
+    same = card.get("train", {}).get("programs") == n_train and card.get("held_out") == held_names
+    return (path, card) if same and strip(card.get("params", {})) == ours else None
+
+
 def jobs(kinds, samplers, fractions, seeds, seq_first) -> list[tuple[str, float, int, str]]:
-    """Priority order: every xgb fit first (100%, then 10% and 5%, then the rest); then seq at
-    100%, random and rdu at 5/10%, the other samplers at 5/10%, then 2/20/50%."""
+    """Priority order, so that a run cut short by its deadline has what the done-when checks need:
+    100% models; random and rdu at 10% and 5% (xgb, then seq); the other samplers at 10% and 5%;
+    then 2, 20, 50% (xgb, then seq). ``seq_first`` False: plain order (what the report expects)."""
+    core = [f for f in (0.10, 0.05) if f in fractions]
+    rest = [f for f in fractions if f not in core]
+    first = [sm for sm in ("random", "rdu") if sm in samplers] if seq_first else list(samplers)
+    others = [sm for sm in samplers if sm not in first]
     order = []
-    fr_first = [f for f in (0.10, 0.05) if f in fractions] + [f for f in fractions if f not in (0.10, 0.05)]
-    if "xgb" in kinds:
-        order += [(FULL, 1.0, s, "xgb") for s in seeds]
-        order += [(sm, f, s, "xgb") for f in fr_first for s in seeds for sm in samplers]
-    if "seq" in kinds:
-        first = [sm for sm in ("random", "rdu") if sm in samplers] if seq_first else list(samplers)
-        order += [(FULL, 1.0, seeds[0], "seq")]
-        order += [(sm, f, s, "seq") for s in seeds for f in fr_first[:2] for sm in first]
-        order += [(FULL, 1.0, s, "seq") for s in seeds[1:]]
-        order += [
-            (sm, f, s, "seq") for s in seeds for f in fr_first[:2] for sm in samplers if sm not in first
-        ]
-        order += [(sm, f, s, "seq") for f in fr_first[2:] for s in seeds for sm in samplers]
+    for kind in [k for k in ("xgb", "seq") if k in kinds]:
+        order += [(FULL, 1.0, seeds[0], kind)]
+    for kind in [k for k in ("xgb", "seq") if k in kinds]:
+        order += [(FULL, 1.0, s, kind) for s in seeds] if kind == "xgb" else []
+        order += [(sm, f, s, kind) for s in seeds for f in core for sm in first]
+    order += [(FULL, 1.0, s, "seq") for s in seeds if "seq" in kinds]
+    for kind in [k for k in ("xgb", "seq") if k in kinds]:
+        order += [(sm, f, s, kind) for s in seeds for f in core for sm in others]
+    for kind in [k for k in ("xgb", "seq") if k in kinds]:
+        order += [(sm, f, s, kind) for f in rest for s in seeds for sm in samplers]
     seen, out = set(), []
     for job in order:
         if job not in seen:
@@ -274,12 +311,20 @@ def main(argv=None) -> int:
                 f"deadline of {args.deadline_min} min reached; {len(todo)} runs left for a rerun", flush=True
             )
             break
-        if sampler_name == FULL:
-            rows = np.arange(len(train))
+        shipped = None
+        if sampler_name == FULL and not args.quick:
+            hw_dir = os.path.join(ROOT, "models", data.manifest["hardware"]["hardware_id"])
+            params = model_params(kind, seed, args.quick, args.xgb_config)
+            shipped = shipped_full_model(kind, params, len(train), held_names, hw_dir)
+        if shipped is not None:
+            res = score_shipped(shipped, train, data, held)
         else:
-            sel = selection(sampler_name, seed, train, rounds, args.cache, args.quick)
-            rows = np.asarray(sel["order"][: int(round(frac * len(train)))])
-        res = fit_and_score(kind, seed, train, rows, data, held, args.quick, args.xgb_config)
+            if sampler_name == FULL:
+                rows = np.arange(len(train))
+            else:
+                sel = selection(sampler_name, seed, train, rounds, args.cache, args.quick)
+                rows = np.asarray(sel["order"][: int(round(frac * len(train)))])
+            res = fit_and_score(kind, seed, train, rows, data, held, args.quick, args.xgb_config)
         line = {
             "sampler": sampler_name,
             "fraction": frac,
