@@ -358,4 +358,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from autotune.cli import run_main
+
+    raise SystemExit(run_main(main))  # a bad --dataset: one line, exit 2

@@ -154,4 +154,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.cli import run_main
+
+    sys.exit(run_main(main))  # a bad --dataset: one line, exit 2

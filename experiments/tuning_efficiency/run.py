@@ -240,6 +240,17 @@ def markdown(summary: dict, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _check_args(args) -> None:
+    from autotune.errors import UserError
+    from autotune.zoo import list_models
+
+    bad = [m for m in args.models.split(",") if m not in list_models()]
+    if bad:
+        raise UserError(f"--models: unknown {bad}; valid: {', '.join(list_models())}")
+    if not all(s.strip().isdigit() for s in args.seeds.split(",")):
+        raise UserError(f"--seeds: expected comma-separated integers like 0,1,2, got {args.seeds!r}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(HELD_OUT_MODELS))
@@ -256,6 +267,7 @@ def main(argv=None) -> int:
         args.models, args.cost_models, args.seeds, args.trials = "tiny_mlp", "ms-xgb,online-xgb,optuna", "0", 24
         args.work_root = os.path.join(args.work_root, "quick")
         args.out = os.path.join(args.work_root, "results")
+    _check_args(args)
     extra = ["--trials-per-round", str(args.trials_per_round)] if args.trials_per_round else []
     runs = []
     t0 = time.time()
@@ -279,4 +291,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from autotune.cli import run_main
+
+    raise SystemExit(run_main(main))  # bad arguments: one line, exit 2
