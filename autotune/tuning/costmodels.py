@@ -118,14 +118,8 @@ def resolve(name: str, target, *, path: str | None = None, online: str = "finetu
         resolved = _none(name, path)
     elif path is not None:
         resolved = _from_path(name, path, target, online)
-    elif COST_MODELS[name].source == "stock":
-        resolved = _stock(name, target)
-    elif COST_MODELS[name].source == "online":
-        resolved = Resolved(_learned(None, online), "our ranking XGBoost, online only (asked for)", requested=name)
-    elif name == "auto":
-        resolved = _auto(target, models_dir, online)
     else:
-        resolved = _pretrained(name, target, models_dir, online)
+        resolved = _BY_SOURCE[COST_MODELS[name].source](name, target, models_dir, online)
     (logger.warning if resolved.fallback else logger.info)("cost model: %s", resolved.used)
     return resolved
 
@@ -136,7 +130,7 @@ def _none(name: str, path: str | None) -> Resolved:
     return Resolved(None, "none (the search strategy uses no cost model)", requested=name)
 
 
-def _stock(name: str, target) -> Resolved:
+def _stock(name: str, target, models_dir: str = DEFAULT_MODELS_DIR, online: str = "") -> Resolved:
     from autotune.tvmrt.startup import fast_start
 
     fast_start("llvm")
@@ -148,6 +142,10 @@ def _stock(name: str, target) -> Resolved:
         return Resolved(ms.cost_model.RandomModel(), "MetaSchedule's RandomModel (asked for)", requested=name)
     model = ms.cost_model.XGBModel(num_tuning_cores=target_cores(target), tree_method="auto", num_warmup_samples=32)
     return Resolved(model, "MetaSchedule's stock XGBModel, online only (asked for)", requested=name)
+
+
+def _online(name: str, target, models_dir: str, online: str) -> Resolved:
+    return Resolved(_learned(None, online), "our ranking XGBoost, online only (asked for)", requested=name)
 
 
 def _learned(pretrained, online: str):
@@ -206,7 +204,7 @@ def _pretrained(kind: str, target, models_dir: str, online: str) -> Resolved:
     return Resolved(_learned(None, online), f"our ranking XGBoost, online only: {why}", requested=kind, fallback=why)
 
 
-def _auto(target, models_dir: str, online: str) -> Resolved:
+def _auto(name: str, target, models_dir: str, online: str) -> Resolved:
     from autotune.tvmrt.target import hardware_id
 
     here = hardware_id(target)
@@ -232,6 +230,9 @@ def _own_card(path: str, here: str) -> dict:
         raise UserError(f"{path}/card.json says the model was trained for {card['hardware_id']}, not {here}: "
                         f"move it to the models folder of {card['hardware_id']}")
     return card
+
+
+_BY_SOURCE = {"auto": _auto, "stock": _stock, "online": _online, "pretrained": _pretrained}
 
 
 def find_pretrained(kind: str, hw_id: str, models_dir: str = DEFAULT_MODELS_DIR) -> str | None:
