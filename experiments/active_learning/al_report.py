@@ -82,37 +82,31 @@ def checks(summary: dict, seeds: int) -> list[dict]:
     return out
 
 
-def _cell(c: dict | None) -> str:
+def _cell(c: dict | None, metric: str = "top1") -> str:
     if not c:
         return "–"
-    sd = "" if np.isnan(c["top1_sd"]) else f" ± {c['top1_sd']:.3f}"
-    return f"{c['top1']:.3f}{sd}" + (f" (n={c['n']})" if c["n"] < 3 else "")
-
-
-def _cell5(c: dict | None) -> str:
-    if not c:
-        return "–"
-    sd = "" if np.isnan(c["top5_sd"]) else f" ± {c['top5_sd']:.3f}"
-    return f"{c['top5']:.3f}{sd}"
+    sd = "" if np.isnan(c[metric + "_sd"]) else f" ± {c[metric + '_sd']:.3f}"
+    return f"{c[metric]:.3f}{sd}" + (f" (n={c['n']})" if c["n"] < 3 else "")
 
 
 def tables(summary: dict, fractions: list[float], samplers: list[str]) -> list[str]:
     lines = []
     for kind, table in summary.items():
         full = table.get("all", {}).get(1.0)
-        for metric, fmt in (("top-1", _cell), ("top-5", _cell5)):
+        for metric, label in (("top1", "top-1"), ("top5", "top-5"), ("pairwise", "pairwise accuracy")):
             head = ["sampler"] + [f"{f:.0%}" for f in fractions]
             lines += [
-                f"### `{kind}`: held-out mean {metric} (mean ± sd over seeds)",
+                f"### `{kind}`: held-out mean {label} (mean ± sd over seeds)",
                 "",
                 "| " + " | ".join(head) + " |",
                 "|" + "---|" * len(head),
             ]
             for s in samplers:
                 if s in table:
-                    lines.append("| " + " | ".join([s] + [fmt(table[s].get(f)) for f in fractions]) + " |")
+                    cells = [_cell(table[s].get(f), metric) for f in fractions]
+                    lines.append("| " + " | ".join([s, *cells]) + " |")
             lines += [
-                f"| 100% (all {full['programs'] if full else '?'} programs) | {fmt(full)} |"
+                f"| 100% (all {full['programs'] if full else '?'} programs) | {_cell(full, metric)} |"
                 + " |" * (len(fractions) - 1),
                 "",
             ]
