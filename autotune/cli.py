@@ -47,10 +47,11 @@ def run_main(main: Callable[[], int]) -> int:
     except UserError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
-    except OSError as err:
-        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+    except Exception as err:  # a full disk, whether Python, a compiler (ld) or TVM saw it first
+        enospc = isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+        if not enospc and "No space left on device" not in str(err):
             raise
-        where = f" (writing {err.filename})" if err.filename else ""
+        where = f" (writing {err.filename})" if isinstance(err, OSError) and err.filename else ""
         print(f"error: no space left on device{where}; free space and run again", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
