@@ -112,14 +112,42 @@ def test_auto_without_any_model_is_stock_and_says_so(tmp_path, caplog):
     assert "no pretrained model" in resolved.fallback and "stock XGBModel" in caplog.text
 
 
-def test_explicit_kind_without_a_model_is_online_only_and_says_so(models, caplog):
+def test_explicit_kind_without_a_model_takes_the_nearest_hardwares_of_that_kind(models, caplog):
     from autotune.tuning.costmodels import resolve
 
     with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
         resolved = resolve("xgb", _target(ROCKETLAKE), models_dir=str(models))
+    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / "xgb")
+    assert resolved.model.learner.mode == "finetune"  # adapted online
+    assert resolved.fallback == "no pretrained xgb model for cpu-rocketlake-2c; nearest hardware's: cpu-znver3-2c"
+    assert "nearest hardware's xgb" in resolved.used and "avx512f" in resolved.used
+    assert "WARNING" in caplog.text and "nearest hardware's xgb" in caplog.text
+    report = resolved.report()
+    assert report["cost_model_used"] == resolved.used and report["cost_model"] == "xgb"
+    assert report["cost_model_resolved"]["trained_for"] == "cpu-znver3-2c"
+    assert report["cost_model_resolved"]["pretrained_kind"] == "xgb"
+    assert report["cost_model_resolved"]["fallback"] == resolved.fallback
+
+
+def test_explicit_kind_is_never_swapped_for_a_nearer_hardwares_other_kind(models):
+    """x86-64-v2 2-core: auto takes the nearer x86-64-v2-1c xgb; seq exists only for znver3, so seq takes that."""
+    from autotune.tuning.costmodels import resolve
+
+    v2_2c = _target({"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2})
+    assert resolve("auto", v2_2c, models_dir=str(models)).card["hardware_id"] == "cpu-x86-64-v2-1c"
+    resolved = resolve("seq", v2_2c, models_dir=str(models))
+    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / "seq")
+    assert "nearest hardware's seq" in resolved.used and resolved.model.learner.mode == "finetune"
+
+
+def test_explicit_kind_no_hardware_has_is_online_only_and_says_so(models, caplog):
+    from autotune.tuning.costmodels import resolve
+
+    with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
+        resolved = resolve("ms-mlp", _target(ROCKETLAKE), models_dir=str(models))
     assert resolved.model.pretrained is None and resolved.report()["cost_model_resolved"]["online_update"] == "online"
     text = caplog.text
-    assert "no pretrained xgb model for cpu-rocketlake-2c" in text and "cpu-znver3-2c" in text and "online-only" in text
+    assert "no pretrained ms-mlp model for cpu-rocketlake-2c or any llvm hardware" in text and "online-only" in text
     assert resolved.fallback and "online-only" in resolved.used
 
 

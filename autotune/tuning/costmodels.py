@@ -19,12 +19,14 @@ reached stock MetaSchedule's final latency with 2.19x / 2.44x fewer trials (seq 
 5 of 6 CNN seeds at 2.42-2.52x, and it costs less per trial (0.63 / 0.64 s vs seq's 0.69 / 0.78 s);
 seq is better on bert_base (2.23x vs 1.46x) but less steady across seeds.
 
-Hardware without its own model (``auto`` only): the nearest hardware's model is used and adapted
-online. Nearest (``hardware_distance``): the same target kind (llvm / cuda) is required; then the
-fewest ISA features the model's hardware has and this one lacks (its programs' costs assumed
-instructions that do not exist here), then the fewest this one has and it lacks, then the closest
-core count (|log2 ratio|), then the hardware id (deterministic). Among that hardware's models,
-AUTO_ORDER decides. ISA features are LLVM's for each target's ``mcpu`` (``ISA_FEATURES``).
+Hardware without its own model: the nearest hardware's model is used and adapted online, for
+``auto`` (any kind of AUTO_ORDER) and for an explicit ``xgb`` / ``seq`` / ``ms-mlp`` (that kind only;
+when no hardware has that kind: online-only). Nearest (``hardware_distance``): the same target kind
+(llvm / cuda) is required; then the fewest ISA features the model's hardware has and this one lacks
+(its programs' costs assumed instructions that do not exist here), then the fewest this one has and
+it lacks, then the closest core count (|log2 ratio|), then the hardware id (deterministic). For
+``auto``, among that hardware's models AUTO_ORDER decides. ISA features are LLVM's for each target's
+``mcpu`` (``ISA_FEATURES``).
 
 Nothing falls back silently: every fallback is logged (WARNING) and named in ``used`` and
 ``fallback``; ``Resolved.report()`` is what report.json records, read from the model object itself.
@@ -54,9 +56,12 @@ COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
     CostModelName("auto", "auto", "our pretrained model for this hardware (xgb, else seq, else ms-mlp); without "
                   "one, the nearest hardware's, adapted online; else ms-xgb (default; it says which)"),
     CostModelName("ms-xgb", "stock", "MetaSchedule's stock XGBModel, learned online from this run only"),
-    CostModelName("xgb", "pretrained", "our pretrained ranking XGBoost for this hardware + --online-update"),
-    CostModelName("seq", "pretrained", "our pretrained trace sequence model for this hardware + --online-update"),
-    CostModelName("ms-mlp", "pretrained", "TenSet-MLP design pretrained for this hardware + --online-update"),
+    CostModelName("xgb", "pretrained", "our pretrained ranking XGBoost for this hardware (else the nearest "
+                  "hardware's) + --online-update"),
+    CostModelName("seq", "pretrained", "our pretrained trace sequence model for this hardware (else the "
+                  "nearest hardware's) + --online-update"),
+    CostModelName("ms-mlp", "pretrained", "TenSet-MLP design pretrained for this hardware (else the nearest "
+                  "hardware's) + --online-update"),
     CostModelName("online-xgb", "online", "our ranking XGBoost learned online from this run only"),
     CostModelName("random", "stock", "MetaSchedule's RandomModel (random scores)"),
 )}
@@ -197,10 +202,16 @@ def _pretrained(kind: str, target, models_dir: str, online: str) -> Resolved:
     path = find_pretrained(kind, here, models_dir)
     if path is not None:
         return _with_pretrained(kind, path, _own_card(path, here), online, "this hardware's model")
+    nearest = nearest_pretrained(target, models_dir, kinds=(kind,))
+    if nearest is not None:
+        path, card, reason = nearest
+        why = f"no {kind} model for {here}; the nearest hardware's {kind} ({reason})"
+        fallback = f"no pretrained {kind} model for {here}; nearest hardware's: {card.get('hardware_id')}"
+        return _with_pretrained(kind, path, card, online, why, fallback=fallback)
     others = sorted(d for d in _hardware_dirs(models_dir) if find_pretrained(kind, d, models_dir))
-    why = (f"no pretrained {kind} model for {here} in {models_dir}/ (found for: {', '.join(others) or 'none'}); "
-           "online-only (train one with make train-costmodel, or use --cost-model auto to start from the nearest "
-           "hardware's model)")
+    why = (f"no pretrained {kind} model for {here} or any {target.kind.name} hardware in {models_dir}/ (found "
+           f"for: {', '.join(others) or 'none'}); online-only (train one with make train-costmodel, or use "
+           "--cost-model auto to start from the nearest hardware's model of another kind)")
     return Resolved(_learned(None, online), f"our ranking XGBoost, online only: {why}", requested=kind, fallback=why)
 
 
@@ -259,15 +270,17 @@ def read_card(path: str) -> dict:
             "hardware_id": hardware.get("hardware_id"), "target": hardware.get("target")}
 
 
-def nearest_pretrained(target, models_dir: str = DEFAULT_MODELS_DIR) -> tuple[str, dict, str] | None:
-    """(path, card, reason) of the model ``auto`` takes from the nearest other hardware, or None."""
+def nearest_pretrained(target, models_dir: str = DEFAULT_MODELS_DIR,
+                       kinds: tuple[str, ...] = AUTO_ORDER) -> tuple[str, dict, str] | None:
+    """(path, card, reason) of the model of ``kinds`` (earlier first on a tie) from the nearest other
+    hardware, or None."""
     from autotune.tvmrt.target import hardware_id, target_json
 
     ours = target_json(target)
     here = hardware_id(target)
     best = None
     for hw in _hardware_dirs(models_dir):
-        for rank, kind in enumerate(AUTO_ORDER):
+        for rank, kind in enumerate(kinds):
             path = find_pretrained(kind, hw, models_dir)
             if hw == here or path is None:
                 continue
