@@ -129,7 +129,8 @@ def _check(before: set[str], rows: list[str]) -> dict:
     return {"rows": len(rows), "lost": len(before - now), "duplicates": len(rows) - len(now)}
 
 
-def battery(kind: str, kills: int, seed: int, work: str, delays: tuple[float, float]) -> dict:
+def battery(kind: str, kills: int, seed: int, work: str, delays: tuple[float, float],
+            compile_fraction: float = 0.25) -> dict:
     rng = random.Random(seed)
     folder = os.path.join(work, kind)
     log_path = os.path.join(work, f"{kind}.log")
@@ -139,8 +140,8 @@ def battery(kind: str, kills: int, seed: int, work: str, delays: tuple[float, fl
         for i in range(kills + 1):
             final = i == kills
             have = len(read(folder))
-            if kind == "tune":  # a quarter of the cycles only compile (no trials left): kills land in compile too
-                goal = have + 4 if final else (max(have, 1) if rng.random() < 0.25 and have else have + 400)
+            if kind == "tune":  # some cycles only compile (no trials left): kills land in compile too
+                goal = have + 4 if final else (have if rng.random() < compile_fraction and have else have + 400)
                 cmd = _tune_cmd(folder, goal)
             else:
                 per_task = (have // 2 + 4) if final else 400
@@ -238,6 +239,8 @@ def main(argv=None) -> int:
     ap.add_argument("--commands", default="tune,collect")
     ap.add_argument("--min-delay", type=float, default=4.0)
     ap.add_argument("--max-delay", type=float, default=45.0)
+    ap.add_argument("--compile-fraction", type=float, default=0.25,
+                    help="share of tune cycles with no trials left (a kill lands in compile or benchmark)")
     ap.add_argument("--out", default=None, help="markdown report (and .json beside it)")
     ap.add_argument("--report-only", default=None, help="rewrite --out from this results JSON, run nothing")
     ap.add_argument("--notes", default=None, help="a markdown file appended to the report (observations)")
@@ -248,7 +251,7 @@ def main(argv=None) -> int:
         _write_report(args.out, data["results"], data["command"], args.notes)
         return 0
     os.makedirs(args.work, exist_ok=True)
-    results = [battery(kind, args.kills, args.seed, args.work, (args.min_delay, args.max_delay))
+    results = [battery(kind, args.kills, args.seed, args.work, (args.min_delay, args.max_delay), args.compile_fraction)
                for kind in args.commands.split(",")]
     if args.out:
         command = "python -m tests.reliability.kill_battery " + " ".join(argv if argv is not None else sys.argv[1:])
