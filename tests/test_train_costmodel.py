@@ -1,35 +1,78 @@
-"""``make train-costmodel`` end to end on the committed tiny dataset (features cached: no TVM)."""
+"""``make train-costmodel`` end to end on the committed tiny dataset (features cached: no TVM), and the
+comparison over seeds (paired differences, done-when block) on hand-made rows."""
 
 import json
 import os
+import re
 
 import pytest
 
+from autotune.costmodel.train import TARGETS, _keep_other_rows, compare, done_when, paired_table
 from tests.conftest import ROOT
 
 TEST_DATASET = os.path.join(ROOT, "tests", "data", "tiny_dataset")
 
 
 def test_train_costmodel_quick(cli, tmp_path):
+    """Default --seeds (3): every model fit per seed, three views with mean ± sd, a paired table over
+    every model pair and the done-when block computed from the rows."""
     models, results = tmp_path / "models", tmp_path / "results"
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick",
               "--models", "xgb,ms-xgb,ms-mlp,seq,random", "--models-dir", str(models), "--results", str(results),
-              timeout=600)
+              timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     comparison = json.loads((results / "comparison.json").read_text())
     kinds = [r["kind"] for r in comparison["rows"]]
     assert kinds == ["xgb", "ms-xgb", "ms-mlp", "seq", "random"]
+    assert comparison["seeds"] == [0, 1, 2]
     for row in comparison["rows"]:
         m = row["metrics"]["tiny"]
         assert 0 < m["top1"] <= 1 and m["top1"] <= m["top5"] + 1e-12 and 0 <= m["pairwise"] <= 1
         assert row["predict_programs_per_s"] > 0
+        assert row["seeds"] == [0, 1, 2] and len(row["fit_seconds_per_seed"]) == 3
+        over = row["metrics"]["over_seeds"]
+        assert {"all", "search"} <= set(over)  # the tiny data has search-produced programs
+        for view, agg in over.items():
+            assert agg["n"] == 3 and len(agg["runs"]["top1"]) == 3
+            assert agg["mean"]["top1"] == pytest.approx(sum(agg["runs"]["top1"]) / 3)
+            assert agg["sd"]["top1"] >= 0
+            # the first seed's run is the one at the top level of the metrics
+            assert agg["runs"]["top1"][0] == pytest.approx(row["metrics"]["views"][view]["mean"]["top1"])
+        # the search view scores only the evolutionary sampler's programs: fewer than all
+        views = row["metrics"]["views"]
+        assert views["search"]["tiny"]["programs"] < views["all"]["tiny"]["programs"]
+    # paired table: every pair once, over the three common seeds, numbers from the rows' runs
+    pairs = comparison["paired"]
+    assert [(p["a"], p["b"]) for p in pairs] == [(a, b) for i, a in enumerate(kinds) for b in kinds[i + 1:]]
+    rows = {r["kind"]: r for r in comparison["rows"]}
+    for p in pairs:
+        cell = p["all"]["top1"]
+        ra, rb = rows[p["a"]]["metrics"]["over_seeds"]["all"], rows[p["b"]]["metrics"]["over_seeds"]["all"]
+        assert cell["n"] == 3 and cell["seeds"] == [0, 1, 2]
+        assert cell["mean_diff"] == pytest.approx(ra["mean"]["top1"] - rb["mean"]["top1"])
+        assert cell["clear"] == (abs(cell["mean_diff"]) > cell["sd_diff"])
+    # done-when: computed from the rows (seq is the only sequence model here)
+    top1 = next(d for d in comparison["done_when"] if "mean top-1" in d["target"])
+    assert top1["value"] == pytest.approx(rows["seq"]["metrics"]["over_seeds"]["all"]["mean"]["top1"])
+    assert top1["reached"] == (top1["value"] >= TARGETS["seq_top1"])
+    margin = next(d for d in comparison["done_when"] if "ms-xgb" in d["target"])
+    assert margin["value"] == pytest.approx(compare(rows["seq"], rows["ms-xgb"])["mean_diff"])
+    thr = next(d for d in comparison["done_when"] if d["target"].startswith("xgb programs/s"))
+    assert thr["value"] == rows["xgb"]["predict_programs_per_s"]
+    assert thr["reached"] == (thr["value"] >= 50_000)
+    assert len(comparison["done_when"]) == 6
+    md = (results / "comparison.md").read_text()
+    assert "| xgb |" in md and "## Paired comparison" in md and "| seq − random |" in md
+    assert re.search(r"- best sequence model \(seq\) mean top-1 ≥ 0.75: 0\.\d{3} — \*\*(not )?reached\*\*", md)
+    assert "## Done when" in md and "ms-xgb paired top-1" in md
     hw = comparison["hardware_id"]
     for kind in kinds:
         card = json.loads((models / hw / kind / "card.json").read_text())
         assert card["dataset_manifest_sha256"] == comparison["dataset_manifest_sha256"]
         assert card["hardware"]["hardware_id"] == hw and card["train"]["programs"] > 0
+        assert card["seeds"] == [0, 1, 2] and card["saved_seed"] == 0 == card["params"]["seed"]
+        assert re.fullmatch(r"[0-9a-f]{40}", card["git_commit"] or "")
         assert (models / hw / kind / "model.json").exists()
-    assert "| xgb |" in (results / "comparison.md").read_text()
     assert (results / "pred_vs_measured_xgb.png").stat().st_size > 1000
     for row in comparison["rows"]:
         lo, hi = row["metrics"]["tiny"]["top1_interval90"]
@@ -37,31 +80,91 @@ def test_train_costmodel_quick(cli, tmp_path):
 
 
 def test_train_costmodel_over_seeds(cli, tmp_path):
-    """--seeds N: every model trained N times; mean and spread reported, the first seed's model saved."""
+    """--seeds N: mean and spread; retraining one model keeps the others' rows and re-pairs them."""
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick",
               "--models", "xgb,random", "--seeds", "3", "--models-dir", str(tmp_path / "m"),
               "--results", str(tmp_path / "r"), timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     comparison = json.loads((tmp_path / "r" / "comparison.json").read_text())
-    for row in comparison["rows"]:
-        over = row["metrics"]["over_seeds"]
-        assert over["n"] == 3 and all(over["sd"][k] >= 0 for k in ("top1", "top5", "pairwise"))
     random_row = [r for r in comparison["rows"] if r["kind"] == "random"][0]
-    assert random_row["metrics"]["over_seeds"]["sd"]["pairwise"] > 0  # different seeds, different scores
-    assert "over 3 seeds" in (tmp_path / "r" / "comparison.md").read_text()
+    assert random_row["metrics"]["over_seeds"]["all"]["sd"]["pairwise"] > 0  # different seeds, different scores
     # retraining one model keeps the other models' rows (same dataset and split) and replaces its own
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick",
-              "--models", "xgb", "--models-dir", str(tmp_path / "m"), "--results", str(tmp_path / "r"), timeout=600)
+              "--models", "xgb", "--seeds", "1", "--models-dir", str(tmp_path / "m"), "--results", str(tmp_path / "r"),
+              timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     again = json.loads((tmp_path / "r" / "comparison.json").read_text())
     assert [r["kind"] for r in again["rows"]] == ["xgb", "random"]
     assert again["rows"][1] == random_row
-    assert "over_seeds" not in again["rows"][0]["metrics"]
+    over = again["rows"][0]["metrics"]["over_seeds"]["all"]
+    assert over["n"] == 1 and over["sd"]["top1"] is None
+    cell = again["paired"][0]["all"]["top1"]  # xgb (seed 0 only) vs random (seeds 0-2): seed 0 in common
+    assert cell["n"] == 1 and cell["seeds"] == [0] and cell["clear"] is False
+    seeds_target = again["done_when"][-1]
+    assert seeds_target["value"] == 1 and seeds_target["reached"] is False
+    assert "short by 2" in (tmp_path / "r" / "comparison.md").read_text()
+
+
+def _row(kind, seeds, top1, top5=None, thr=1e5):
+    top5 = top5 or [min(1.0, v + 0.2) for v in top1]
+    runs = {"top1": top1, "top5": top5, "pairwise": [0.7] * len(top1)}
+    n = len(top1)
+    mean = {k: sum(v) / n for k, v in runs.items()}
+    return {"kind": kind, "seeds": seeds, "predict_programs_per_s": thr,
+            "metrics": {"over_seeds": {"all": {"n": n, "mean": mean, "sd": {}, "runs": runs}}}}
+
+
+def test_paired_over_common_seeds_and_seedless_models():
+    a = _row("seq", [0, 1, 2], [0.8, 0.9, 0.85])
+    b = _row("ms-xgb", [1, 2, 3], [0.7, 0.7, 0.6])
+    p = compare(a, b)  # common seeds 1, 2: differences 0.2, 0.15
+    assert p["seeds"] == [1, 2] and p["n"] == 2 and p["mean_diff"] == pytest.approx(0.175) and p["wins"] == 2
+    # a model without a seed is the same model for every seed: its one score pairs with each seed
+    c = _row("nosed", [None], [0.5])
+    p = compare(a, c)
+    assert p["seeds"] == [0, 1, 2] and p["mean_diff"] == pytest.approx(0.35) and p["clear"] is True
+    assert compare(c, c)["seeds"] == [None] and compare(c, c)["clear"] is False
+    table = paired_table([a, b, c])
+    assert [(t["a"], t["b"]) for t in table] == [("seq", "ms-xgb"), ("seq", "nosed"), ("ms-xgb", "nosed")]
+
+
+def test_done_when_hand_computed():
+    ms = _row("ms-xgb", [0, 1, 2], [0.60, 0.62, 0.64], thr=1e5)
+    xgb = _row("xgb", [0, 1, 2], [0.5, 0.5, 0.5], thr=60_000)
+    good = _row("seq", [0, 1, 2], [0.78, 0.71, 0.76], top5=[0.93, 0.94, 0.95], thr=25_000)
+    dw = {d["target"]: d for d in done_when([xgb, ms, good])}
+    top1 = next(d for k, d in dw.items() if "mean top-1" in k)
+    assert top1["value"] == pytest.approx(0.75) and top1["reached"] is True
+    margin = next(d for k, d in dw.items() if "ms-xgb paired" in k)
+    # differences 0.18, 0.09, 0.12: mean 0.13 >= 0.08 and > sd 0.046
+    assert margin["value"] == pytest.approx(0.13) and margin["reached"] is True
+    assert next(d for k, d in dw.items() if "top-5" in k)["reached"] is True
+    assert [d["reached"] for k, d in dw.items() if "programs/s" in k] == [True, True]
+    # differences 0.40, -0.10, 0.00: mean 0.10 >= 0.08 but sd 0.26 is larger: not reached
+    noisy = _row("seq", [0, 1, 2], [1.0, 0.52, 0.64], top5=[0.9, 0.9, 0.9], thr=10_000)
+    dw = done_when([xgb, ms, noisy])
+    margin = next(d for d in dw if "ms-xgb paired" in d["target"])
+    assert margin["value"] > 0.08 and margin["reached"] is False and "not larger than its sd" in margin["detail"]
+    assert next(d for d in dw if "top-5" in d["target"])["reached"] is False
+    assert next(d for d in dw if d["target"].startswith("seq programs/s"))["reached"] is False
+    # no sequence model trained: not measured, not "not reached"
+    dw = done_when([xgb, ms])
+    assert next(d for d in dw if "mean top-1" in d["target"])["reached"] is None
+
+
+def test_rows_of_another_layout_are_not_kept(tmp_path):
+    path = tmp_path / "comparison.json"
+    old = {"dataset_manifest_sha256": "h", "held_out": ["tiny"], "quick": True, "rows": [{"kind": "random"}]}
+    path.write_text(json.dumps(old))  # a file from before format 2 (rows without seeds or views)
+    assert _keep_other_rows(str(path), [{"kind": "xgb"}], "h", ["tiny"], True) == [{"kind": "xgb"}]
+    path.write_text(json.dumps({**old, "format": 2}))
+    assert [r["kind"] for r in _keep_other_rows(str(path), [{"kind": "xgb"}], "h", ["tiny"], True)] == ["xgb", "random"]
 
 
 @pytest.mark.parametrize("args, expected", [
     (["--models", "nope"], "--models"),
     (["--held-out", "not_a_model"], "--held-out"),
+    (["--seeds", "0"], "--seeds"),
 ])
 def test_train_bad_input(cli, tmp_path, args, expected):
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, *args, "--models-dir", str(tmp_path),

@@ -80,24 +80,28 @@ def evaluate(model, data, held_out: dict[str, list[str]], views=VIEWS) -> dict:
 
 
 def over_seeds(runs: list[dict]) -> dict:
-    """Mean and sd of each view's mean metrics over training seeds (``runs``: evaluate() results)."""
+    """Mean and sd of each view's mean metrics over training seeds (``runs``: evaluate() results, one per
+    seed). A view is the same programs for every seed, so ``runs`` lists follow the order of ``runs``; a
+    view with no programs is left out; sd is None for a single run (JSON has no NaN)."""
     views = runs[0].get("views", {})
     out = {}
     for view in views:
         vals = {k: [r["views"][view]["mean"][k] for r in runs if r["views"].get(view)] for k in METRICS}
+        if not vals["top1"]:
+            continue
         out[view] = {"n": len(vals["top1"]),
                      "mean": {k: float(np.mean(v)) for k, v in vals.items()},
-                     "sd": {k: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan") for k, v in vals.items()},
+                     "sd": {k: float(np.std(v, ddof=1)) if len(v) > 1 else None for k, v in vals.items()},
                      "runs": vals}
     return out
 
 
 def paired(a: list[float], b: list[float]) -> dict:
     """Paired comparison over seeds of two models' scores (same seeds, same split): mean difference a - b,
-    its sd, and whether the difference is larger than its seed spread (|mean| > sd)."""
+    its sd (None for one pair), and whether the difference is larger than its seed spread (|mean| > sd)."""
     d = np.asarray(a, float) - np.asarray(b, float)
     if len(d) == 0:
         return {"n": 0}
-    sd = float(np.std(d, ddof=1)) if len(d) > 1 else float("nan")
+    sd = float(np.std(d, ddof=1)) if len(d) > 1 else None
     return {"n": int(len(d)), "mean_diff": float(d.mean()), "sd_diff": sd,
             "wins": int((d > 0).sum()), "clear": bool(len(d) > 1 and abs(d.mean()) > sd)}

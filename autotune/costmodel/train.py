@@ -1,9 +1,13 @@
 """``python -m autotune.costmodel.train`` (``make train-costmodel``): train and compare cost models.
 
-Trains every requested model on the dataset's training tasks (held-out models' tasks removed),
-evaluates on each held-out model (TenSet top-1 / top-5, pairwise accuracy), measures prediction
-throughput, saves each model with a card under ``--models-dir``, and writes a comparison table
-(markdown + JSON) and a predicted-vs-measured PNG under ``--results``.
+Trains every requested model on the dataset's training tasks (held-out models' tasks removed) once per
+seed (``--seeds``, 3 by default; a model that takes no seed is trained once: it is the same model for
+every seed), evaluates each fit on the held-out models in three views (``costmodel.evaluate``: all
+programs, search-produced programs, tasks no training model shares), reports mean ± sd over seeds and
+a paired comparison of every two models over the same seeds, measures prediction throughput, saves the
+first seed's model with a card under ``--models-dir``, and writes the comparison (markdown + JSON, with
+issue 12's done-when targets checked against the numbers) and a predicted-vs-measured PNG under
+``--results``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.train")
 DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,random"
+DEFAULT_SEEDS = 3
 HPARAMS_DIR = os.path.join("models", "hparams")
+FORMAT = 2  # comparison.json layout: rows with seeds, views and over_seeds per view; paired; done_when
+# issue 12's done-when targets (held-out, view "all", mean over seeds; throughput on this CPU)
+TARGETS = {"seq_top1": 0.75, "seq_over_ms_xgb": 0.08, "seq_top5": 0.92, "seq_programs_per_s": 20_000,
+           "xgb_programs_per_s": 50_000, "seeds": 3}
 
 
 def hparams_for(kind: str, hparams_dir: str = HPARAMS_DIR) -> dict:
@@ -43,6 +52,15 @@ def evaluate(model, data, held_out: dict[str, list[str]]) -> dict:
     return evaluate_views(model, data, held_out, views=("all",))["views"]["all"]
 
 
+def is_sequence_model(kind: str) -> bool:
+    """Kinds that read the trace as a sequence (the done-when targets' "sequence model"); False for a
+    kind the registry no longer has (a kept row of an older run)."""
+    from . import REGISTRY, model_class
+    from .seq import SeqCostModel
+
+    return kind in REGISTRY and issubclass(model_class(kind), SeqCostModel)
+
+
 def _throughput(model, batch, min_n: int = 20000) -> float:
     from .metrics import prediction_throughput
 
@@ -52,6 +70,8 @@ def _throughput(model, batch, min_n: int = 20000) -> float:
 
 
 def main(argv=None) -> int:
+    # before torch loads: OpenMP threads that spin-wait collapse 10-100x on cores other processes share
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     ap = argparse.ArgumentParser(prog="python -m autotune.costmodel.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated, from: {DEFAULT_MODELS}")
@@ -59,22 +79,47 @@ def main(argv=None) -> int:
     ap.add_argument("--models-dir", default="models")
     ap.add_argument("--results", default=os.path.join("experiments", "costmodel", "results"))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--seeds", type=int, default=1,
-                    help="train each model this many times (seeds seed..seed+N-1) and report mean and spread; "
-                         "the first seed's model is the one saved")
+    ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                    help="train each model this many times (seeds seed..seed+N-1) and report mean ± sd and a paired "
+                         "comparison per model pair; the first seed's model is the one saved (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="small models/epochs (CI)")
     args = ap.parse_args(argv)
     return run_main(lambda: _main(args))
 
 
+def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys) -> dict:
+    """Fit ``kind`` once per seed (once, seed None, when it takes no seed) and evaluate every fit in all
+    views. Returns the first fit's model and, per seed, the evaluate() result and fit seconds."""
+    from . import create
+    from .evaluate import evaluate as evaluate_views
+
+    used = list(seeds) if "seed" in create(kind).get_params() else [None]
+    first, runs, fits = None, [], []
+    for seed in used:
+        model = create(kind, **(params if seed is None else {**params, "seed": seed}))
+        t0 = time.time()
+        model.fit(train.batch, train.y, train.groups)
+        fits.append(time.time() - t0)
+        runs.append(evaluate_views(model, data, test_keys))
+        if first is None:
+            first = model
+        logger.info("%s seed %s: top1 %.3f (search %.3f, unseen %.3f), fit %.0f s", kind, seed,
+                    *(runs[-1]["views"].get(v, {}).get("mean", {}).get("top1", float("nan"))
+                      for v in ("all", "search", "unseen")), fits[-1])
+    return {"model": first, "seeds": used, "runs": runs, "fit_seconds": fits}
+
+
 def _main(args) -> int:
-    from . import REGISTRY, create
+    from . import REGISTRY
     from .data import load_training_data
+    from .evaluate import over_seeds
 
     kinds = [k.strip() for k in args.models.split(",") if k.strip()]
     bad = [k for k in kinds if k not in REGISTRY]
     if bad:
         raise UserError(f"--models: unknown {bad}; valid: {', '.join(REGISTRY)}")
+    if args.seeds < 1:
+        raise UserError(f"--seeds: {args.seeds} is not a number of seeds; give 1 or more (3 for the comparison)")
     setup_logging()
     from autotune.data.feature_cache import StaleFeatureCache
     from autotune.data.splits import split_by_model
@@ -94,28 +139,14 @@ def _main(args) -> int:
                 {m: len(k) for m, k in test_keys.items()})
     hw = data.manifest["hardware"]["hardware_id"]
     manifest_hash = hashlib.sha256(json.dumps(data.manifest, sort_keys=True).encode()).hexdigest()
+    seeds = list(range(args.seed, args.seed + args.seeds))
     rows = []
     test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
     for kind in kinds:
         params = {**hparams_for(kind), **(_quick(kind) if args.quick else {})}
-        if "seed" in create(kind).get_params():
-            params.setdefault("seed", args.seed)
-        model = create(kind, **params)
-        t0 = time.time()
-        model.fit(train.batch, train.y, train.groups)
-        fit_s = time.time() - t0
-        metrics = evaluate(model, data, test_keys)
-        if args.seeds > 1 and "seed" in params:
-            runs = [metrics["mean"]]
-            for extra_seed in range(1, args.seeds):
-                other = create(kind, **{**params, "seed": params["seed"] + extra_seed})
-                other.fit(train.batch, train.y, train.groups)
-                runs.append(evaluate(other, data, test_keys)["mean"])
-            metrics["over_seeds"] = {
-                "n": len(runs),
-                "mean": {k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5", "pairwise")},
-                "sd": {k: float(np.std([r[k] for r in runs], ddof=1)) for k in ("top1", "top5", "pairwise")},
-            }
+        fits = train_seeds(kind, params, seeds, train, data, test_keys)
+        model, runs = fits["model"], fits["runs"]
+        metrics = {**runs[0], "over_seeds": over_seeds(runs)}
         thr = _throughput(model, test_all.batch)
         out_dir = os.path.join(args.models_dir, hw, kind)
         model.save(out_dir)
@@ -123,22 +154,25 @@ def _main(args) -> int:
             "kind": kind, "params": model.get_params(), "dataset": os.path.abspath(args.dataset),
             "dataset_manifest_sha256": manifest_hash, "hardware": data.manifest["hardware"],
             "git_commit": git_commit(), "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "train": {"programs": len(train), "tasks": len(train_keys), "fit_seconds": fit_s},
+            "seeds": fits["seeds"], "saved_seed": fits["seeds"][0],
+            "train": {"programs": len(train), "tasks": len(train_keys), "fit_seconds": fits["fit_seconds"][0]},
             "held_out": held, "metrics": metrics, "predict_programs_per_s": thr,
             "versions": versions(), "loadavg": loadavg(),
         }
         write_json(os.path.join(out_dir, "card.json"), card)
-        logger.info("%s: top1 %.3f top5 %.3f pairwise %.3f, %.0f programs/s, fit %.0f s", kind,
-                    metrics.get("mean", {}).get("top1", float("nan")), metrics.get("mean", {}).get("top5", float("nan")),
-                    metrics.get("mean", {}).get("pairwise", float("nan")), thr, fit_s)
-        rows.append({"kind": kind, "metrics": metrics, "predict_programs_per_s": thr, "fit_seconds": fit_s,
+        over = metrics["over_seeds"].get("all", {})
+        logger.info("%s over %d seed(s): top1 %.3f top5 %.3f pairwise %.3f, %.0f programs/s", kind, over.get("n", 0),
+                    *(over.get("mean", {}).get(k, float("nan")) for k in ("top1", "top5", "pairwise")), thr)
+        rows.append({"kind": kind, "seeds": fits["seeds"], "metrics": metrics, "predict_programs_per_s": thr,
+                     "fit_seconds": fits["fit_seconds"][0], "fit_seconds_per_seed": fits["fit_seconds"],
                      "trained": card["trained"], "params": card["params"]})
         if kind == kinds[0] or kind == "seq":
             _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
     rows = _keep_other_rows(os.path.join(args.results, "comparison.json"), rows, manifest_hash, held, args.quick)
-    result = {"dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
-              "train_programs": len(train), "held_out": held, "rows": rows, "seeds": args.seeds, "loadavg": loadavg(),
-              "git_commit": git_commit(), "quick": args.quick}
+    pairs = paired_table(rows)
+    result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
+              "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds, "paired": pairs,
+              "done_when": done_when(rows), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick}
     write_results(os.path.join(args.results, "comparison.json"), result, os.path.join(args.results, "comparison.md"),
                   markdown_table(result))
     return 0
@@ -146,7 +180,7 @@ def _main(args) -> int:
 
 def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list[str], quick: bool) -> list[dict]:
     """Retraining some models (``--models xgb``) keeps the other models' rows of the comparison when
-    they were evaluated on the same dataset, split and mode; rows are kept in registry order."""
+    they were evaluated on the same dataset, split, mode and file layout; rows are kept in registry order."""
     if not os.path.exists(path):
         return rows
     try:
@@ -154,7 +188,8 @@ def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list
             old = json.load(f)
     except ValueError:
         return rows
-    if (old.get("dataset_manifest_sha256"), old.get("held_out"), bool(old.get("quick"))) != (manifest_hash, held, quick):
+    same = (old.get("format"), old.get("dataset_manifest_sha256"), old.get("held_out"), bool(old.get("quick")))
+    if same != (FORMAT, manifest_hash, held, quick):
         return rows
     new = {r["kind"] for r in rows}
     merged = [r for r in old.get("rows", []) if r.get("kind") not in new] + rows
@@ -169,35 +204,162 @@ def _quick(kind: str) -> dict:
             "ms-mlp": {"epochs": 3}, "seq": {"epochs": 3}}.get(kind, {})
 
 
-def markdown_table(result: dict) -> str:
-    held = result["held_out"]
-    seeds = max((r["metrics"].get("over_seeds", {}).get("n", 1) for r in result["rows"]), default=1)
-    head = ["model"] + [f"{m} top-1" for m in held] + [f"{m} top-5" for m in held] + \
-        ["mean top-1", "mean top-5", "mean pairwise", "predict programs/s", "fit s"] + \
-        ([f"over {seeds} seeds: top-1 / top-5 / pairwise (mean ± sd)"] if seeds > 1 else [])
-    lines = [f"# Cost models on {result['hardware_id']} (held-out models: {', '.join(held)})", "",
-             f"Train programs: {result['train_programs']}. Dataset manifest sha256 {result['dataset_manifest_sha256'][:12]}, "
-             f"commit {str(result['git_commit'])[:10]}, load {result['loadavg']}.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in result["rows"]:
-        m = r["metrics"]
-        cells = [r["kind"]] + [_top1_cell(m[h]) if h in m else "-" for h in held] + \
-            [f"{m[h]['top5']:.3f}" if h in m else "-" for h in held] + \
-            [f"{m['mean'][k]:.3f}" if "mean" in m else "-" for k in ("top1", "top5", "pairwise")] + \
-            [f"{r['predict_programs_per_s']:.0f}", f"{r['fit_seconds']:.0f}"] + \
-            ([_seeds_cell(m.get("over_seeds"))] if seeds > 1 else [])
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Top-1 cells: the TenSet weighted score, and in brackets its 90% bootstrap interval over the "
-              "model's tasks (tasks resampled; it shows how much the few heaviest tasks' single picks move it).",
-              "Pairwise: share of a task's program pairs ordered right (ties in score count one half).", "",
-              "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
-    return "\n".join(lines)
+# ---- comparison over seeds: paired differences and the done-when block ----
+
+def _per_seed(row: dict, view: str, metric: str) -> dict:
+    """seed -> the row's mean ``metric`` in ``view`` (seed None: a model without a seed)."""
+    over = row["metrics"].get("over_seeds", {}).get(view)
+    if not over:
+        return {}
+    return dict(zip(row["seeds"], over["runs"][metric]))
 
 
-def _seeds_cell(over: dict | None) -> str:
+def compare(a: dict, b: dict, view: str = "all", metric: str = "top1") -> dict:
+    """``evaluate.paired`` of rows ``a`` and ``b`` over their common seeds; a model without a seed is the
+    same model for every seed, so its one score pairs with each of the other's."""
+    from .evaluate import paired
+
+    ra, rb = _per_seed(a, view, metric), _per_seed(b, view, metric)
+    if not ra or not rb:
+        return {"n": 0}
+    if None in ra and None in rb:
+        seeds = [None]
+    elif None in ra or None in rb:
+        seeds = sorted(rb if None in ra else ra)
+    else:
+        seeds = sorted(set(ra) & set(rb))
+    xa = [ra[None] if None in ra else ra[s] for s in seeds]
+    xb = [rb[None] if None in rb else rb[s] for s in seeds]
+    return {**paired(xa, xb), "seeds": seeds}
+
+
+def paired_table(rows: list[dict]) -> list[dict]:
+    """Every model pair (row order, a before b): the paired a - b difference per view and metric."""
+    from .evaluate import METRICS, VIEWS
+
+    out = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            out.append({"a": a["kind"], "b": b["kind"],
+                        **{v: {m: compare(a, b, v, m) for m in METRICS} for v in VIEWS
+                           if a["metrics"].get("over_seeds", {}).get(v)}})
+    return out
+
+
+def done_when(rows: list[dict]) -> list[dict]:
+    """Issue 12's targets checked against ``rows``: [{target, value, reached (None: not measured), detail}]."""
+    by_kind = {r["kind"]: r for r in rows}
+
+    def mean(row, metric):
+        return row["metrics"].get("over_seeds", {}).get("all", {}).get("mean", {}).get(metric)
+
+    seqs = [r for r in rows if is_sequence_model(r["kind"]) and mean(r, "top1") is not None]
+    best = max(seqs, key=lambda r: mean(r, "top1"), default=None)
+    name = best["kind"] if best else "no sequence model"
+    out = []
+
+    def check(target, value, threshold, detail="", also=True, unit="score"):
+        reached = None if value is None else bool(value >= threshold and also)
+        out.append({"target": target, "value": value, "threshold": threshold, "reached": reached, "detail": detail,
+                    "unit": unit})
+
+    check(f"best sequence model ({name}) mean top-1 ≥ {TARGETS['seq_top1']}", best and mean(best, "top1"),
+          TARGETS["seq_top1"])
+    ms = by_kind.get("ms-xgb")
+    diff = compare(best, ms) if best and ms else {"n": 0}
+    margin = diff.get("mean_diff")
+    sd = diff.get("sd_diff")
+    check(f"{name} − ms-xgb paired top-1 ≥ +{TARGETS['seq_over_ms_xgb']} and larger than its sd", margin,
+          TARGETS["seq_over_ms_xgb"],
+          "" if margin is None else f"± {'-' if sd is None else f'{sd:.3f}'} over {diff['n']} seed(s), "
+          f"{'larger than its sd' if diff.get('clear') and margin > 0 else 'not larger than its sd'}",
+          also=bool(diff.get("clear")) and margin is not None and margin > 0, unit="difference")
+    check(f"best sequence model ({name}) mean top-5 ≥ {TARGETS['seq_top5']}", best and mean(best, "top5"),
+          TARGETS["seq_top5"])
+    check(f"{name} programs/s ≥ {TARGETS['seq_programs_per_s']:,}", best and best["predict_programs_per_s"],
+          TARGETS["seq_programs_per_s"], unit="count")
+    xgb = by_kind.get("xgb")
+    check(f"xgb programs/s ≥ {TARGETS['xgb_programs_per_s']:,}", xgb and xgb["predict_programs_per_s"],
+          TARGETS["xgb_programs_per_s"], unit="count")
+    seeded = [len(r["seeds"]) for r in rows if r["seeds"] != [None]]
+    check(f"every seeded model over ≥ {TARGETS['seeds']} seeds", min(seeded) if seeded else None, TARGETS["seeds"],
+          unit="count")
+    return out
+
+
+# ---- markdown ----
+
+def _pm(over: dict | None, metric: str) -> str:
     if not over:
         return "-"
-    return " / ".join(f"{over['mean'][k]:.3f} ± {over['sd'][k]:.3f}" for k in ("top1", "top5", "pairwise"))
+    sd = over["sd"][metric]
+    return f"{over['mean'][metric]:.3f}" + ("" if sd is None else f" ± {sd:.3f}")
+
+
+def _diff_cell(p: dict | None) -> str:
+    if not p or not p.get("n"):
+        return "-"
+    sd = "-" if p["sd_diff"] is None else f"{p['sd_diff']:.3f}"
+    return f"{p['mean_diff']:+.3f} ± {sd} ({p['wins']}/{p['n']}){' **clear**' if p['clear'] else ''}"
+
+
+def _value(v, unit: str) -> str:
+    if v is None:
+        return "not measured"
+    return {"count": f"{v:,.0f}", "difference": f"{v:+.3f}"}.get(unit, f"{v:.3f}")
+
+
+def markdown_table(result: dict) -> str:
+    held, rows = result["held_out"], result["rows"]
+    lines = [f"# Cost models on {result['hardware_id']} (held-out models: {', '.join(held)})", "",
+             f"Train programs: {result['train_programs']}. Seeds {result['seeds']}. Dataset manifest sha256 "
+             f"{result['dataset_manifest_sha256'][:12]}, commit {str(result['git_commit'])[:10]}, load {result['loadavg']}"
+             + (" (--quick: small models, numbers are a smoke test)" if result.get("quick") else "") + ".", "",
+             "## Held-out scores, mean ± sd over seeds", "",
+             "Views: `all` = every measured program of a held-out model's tasks (TenSet/TLP); `search` = only the "
+             "programs the evolutionary sampler produced (where the search ranks); `unseen` = without tasks a "
+             "training model shares (same task or same argument shapes). Each view: mean over held-out models.", ""]
+    head = ["model", "seeds", "top-1 all", "top-5 all", "pairwise all", "top-1 search", "top-5 search",
+            "top-1 unseen", "top-5 unseen", "predict programs/s", "fit s (first seed)"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        over = r["metrics"].get("over_seeds", {})
+        seeds = "1 (no seed)" if r["seeds"] == [None] else str(len(r["seeds"]))
+        lines.append("| " + " | ".join([r["kind"], seeds, _pm(over.get("all"), "top1"), _pm(over.get("all"), "top5"),
+                                        _pm(over.get("all"), "pairwise"), _pm(over.get("search"), "top1"),
+                                        _pm(over.get("search"), "top5"), _pm(over.get("unseen"), "top1"),
+                                        _pm(over.get("unseen"), "top5"), f"{r['predict_programs_per_s']:.0f}",
+                                        f"{r['fit_seconds']:.0f}"]) + " |")
+    lines += ["", "## Paired comparison over the same seeds (a − b)", "",
+              "Cell: mean difference ± its sd over seeds (seeds where a beat b / seeds); **clear** when |mean| > sd. "
+              "A model without a seed pairs its one score with each of the other's seeds.", ""]
+    head = ["a − b", "top-1 all", "top-1 search", "top-1 unseen", "top-5 all", "pairwise all"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in result["paired"]:
+        cells = [_diff_cell(p.get(v, {}).get(m)) for v, m in
+                 (("all", "top1"), ("search", "top1"), ("unseen", "top1"), ("all", "top5"), ("all", "pairwise"))]
+        lines.append(f"| {p['a']} − {p['b']} | " + " | ".join(cells) + " |")
+    lines += ["", "## Per held-out model (first seed, view all)", ""]
+    head = ["model"] + [f"{m} top-1" for m in held] + [f"{m} top-5" for m in held]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        m = r["metrics"]
+        lines.append("| " + " | ".join([r["kind"]] + [_top1_cell(m[h]) if h in m else "-" for h in held]
+                                       + [f"{m[h]['top5']:.3f}" if h in m else "-" for h in held]) + " |")
+    lines += ["", "Top-1 cells: the TenSet weighted score (each held-out model's own task weights), and in brackets "
+              "its 90% bootstrap interval over the model's tasks (tasks resampled; it shows how much the few "
+              "heaviest tasks' single picks move it).",
+              "Pairwise: share of a task's program pairs ordered right (ties in score count one half).", "",
+              "## Done when (issue 12; computed from the numbers above)", ""]
+    for d in result["done_when"]:
+        state = {True: "**reached**", False: "**not reached**", None: "**not measured**"}[d["reached"]]
+        short = ""
+        if d["reached"] is False and d["value"] < d["threshold"]:
+            short = f", short by {_value(d['threshold'] - d['value'], 'count' if d['unit'] == 'count' else 'score')}"
+        detail = f" ({d['detail']})" if d["detail"] else ""
+        lines.append(f"- {d['target']}: {_value(d['value'], d['unit'])}{detail} — {state}{short}")
+    lines += ["", "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
+    return "\n".join(lines)
 
 
 def _top1_cell(m: dict) -> str:
