@@ -2,9 +2,22 @@
 
 For each model kind, TPE searches its hyperparameters on the *training* tasks only, split by
 task into fit/validation (the held-out models are never seen). Each trial is evaluated at
-growing fidelity (a quarter, half, all of its trees/epochs) and reports validation pairwise
-accuracy, so the median pruner stops weak trials early. The study lives in an Optuna journal
-file (resumable); the best parameters go to ``models/hparams/<kind>.json``, where
+growing fidelity (a quarter, half, all of its trees/epochs) and reports its validation objective,
+so the median pruner stops weak trials early. The objective (``--objective``):
+
+- ``top1`` (default): TenSet's weighted top-1 score on the validation tasks, the headline metric
+  of the comparison. A validation task's weight is its occurrence count in the first model that
+  contains it (``tasks.jsonl``'s ``models[0]``), or 1 for a dataset without per-model weights: the
+  validation tasks belong to training models, none of which is the one being scored;
+- ``pairwise``: share of a task's program pairs ordered right (what earlier studies optimised;
+  it rose while top-1 fell);
+- ``blend``: the mean of the two.
+
+A model-size bound (``--max-model-mb``, 5 MB) keeps ``models/`` small: after the first (quarter)
+fit the saved model is measured and its full-fidelity size projected (XGBoost: bytes grow with the
+number of trees; epochs do not change a network's size); a trial projected or measured over the
+bound is pruned. The study lives in an Optuna journal file (resumable; one study per kind,
+objective and bound); the best parameters go to ``models/hparams/<kind>.json``, where
 ``make train-costmodel`` picks them up.
 """
 
@@ -12,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import tempfile
 
 from autotune.cli import run_main, setup_logging, write_json
 from autotune.data.splits import HELD_OUT_MODELS
@@ -21,6 +36,11 @@ from autotune.errors import UserError
 logger = logging.getLogger("autotune.costmodel.hparams")
 
 FIDELITIES = (0.25, 0.5, 1.0)
+OBJECTIVES = ("top1", "pairwise", "blend")
+MAX_MODEL_MB = 5.0
+KINDS = ("xgb", "xgb-reg", "seq", "ms-mlp")  # kinds with a search space
+# fidelity parameters the saved size grows with (trees); epochs leave a network's size unchanged
+SIZE_GROWS_WITH = ("n_estimators",)
 
 
 def space(kind: str, trial) -> tuple[dict, str]:
@@ -46,11 +66,40 @@ def space(kind: str, trial) -> tuple[dict, str]:
             "lr": trial.suggest_float("lr", 3e-4, 5e-3, log=True),
             "epochs": trial.suggest_int("epochs", 10, 40, step=5),
         }, "epochs"
-    raise UserError(f"--model: no search space for {kind!r}; valid: xgb, xgb-reg, seq, ms-mlp")
+    raise UserError(f"--models: no search space for {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def validation_weights(data, keys) -> dict[int, float]:
+    """group id -> weight of each validation task: its count in the first model that contains it, or 1
+    when the dataset has no per-model weights (see the module docstring)."""
+    out = {}
+    for key in keys:
+        task = data.tasks[key]
+        first = (task.get("models") or [None])[0]
+        out[data.task_keys.index(key)] = float((task.get("model_weights") or {}).get(first, 1))
+    return out
+
+
+def score(objective: str, val, weights: dict, pred) -> dict:
+    """Validation top-1, pairwise and the objective's value for predictions ``pred`` on ``val``."""
+    from .metrics import pairwise_accuracy, top_k_score
+
+    top1 = top_k_score(val.latency, pred, val.groups, weights, 1)
+    pairwise = pairwise_accuracy(val.latency, pred, val.groups)
+    value = {"top1": top1, "pairwise": pairwise, "blend": (top1 + pairwise) / 2}[objective]
+    return {"top1": top1, "pairwise": pairwise, "value": value}
+
+
+def saved_bytes(model) -> int:
+    """Bytes of ``model`` as ``save`` writes it (all files of its folder)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save(tmp)
+        return sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
 
 
 def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_out: list[str], seed: int = 0,
-              out_dir: str = os.path.join("models", "hparams")) -> dict:
+              out_dir: str = os.path.join("models", "hparams"), objective: str = "top1",
+              max_model_mb: float = MAX_MODEL_MB) -> dict:
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -59,46 +108,89 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
 
     from . import create
     from .data import load_training_data
-    from .metrics import pairwise_accuracy
 
-    data = load_training_data(dataset)
-    train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, held_out)
+    if kind not in KINDS:
+        raise UserError(f"--models: no search space for {kind!r}; valid: {', '.join(KINDS)}")
+    if objective not in OBJECTIVES:
+        raise UserError(f"--objective: unknown {objective!r}; valid: {', '.join(OBJECTIVES)}")
+    if not max_model_mb > 0:
+        raise UserError(f"--max-model-mb: {max_model_mb} is not a size; give a positive number of MB")
+    bound = int(max_model_mb * 1e6)
+    from autotune.data.feature_cache import StaleFeatureCache
+    from autotune.data.store import DatasetError
+
+    try:
+        data = load_training_data(dataset)
+    except (DatasetError, StaleFeatureCache) as err:
+        raise UserError(str(err)) from None
+    try:
+        train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, held_out)
+    except ValueError as err:
+        raise UserError(f"--held-out: {err}") from None
     fit_keys, val_keys = split_by_task(train_keys, test_fraction=0.2, seed=seed)
     fit, val = data.select_tasks(fit_keys), data.select_tasks(val_keys)
+    weights = validation_weights(data, val_keys)
 
-    def objective(trial) -> float:
+    def trial_objective(trial) -> float:
         params, fidelity_key = space(kind, trial)
         full = params[fidelity_key]
-        acc = float("nan")
+        result = {"value": float("nan")}
         for step, frac in enumerate(FIDELITIES):
             params[fidelity_key] = max(1, int(round(full * frac)))
             model = create(kind, **params).fit(fit.batch, fit.y, fit.groups)
-            acc = pairwise_accuracy(val.latency, model.predict(val.batch), val.groups)
-            trial.report(acc, step)
+            size = saved_bytes(model)
+            grow = full / params[fidelity_key] if fidelity_key in SIZE_GROWS_WITH else 1.0
+            trial.set_user_attr("model_bytes" if frac == 1.0 else "projected_model_bytes", int(size * grow))
+            if size * grow > bound:
+                trial.set_user_attr("over_size_bound", True)
+                if step > 0:  # earlier steps reported a score: mark this one as worthless
+                    trial.report(float("nan"), step)
+                raise optuna.TrialPruned(f"model {size * grow / 1e6:.1f} MB > {max_model_mb} MB")
+            result = score(objective, val, weights, model.predict(val.batch))
+            trial.set_user_attr("validation", {k: result[k] for k in ("top1", "pairwise")})
+            trial.report(result["value"], step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
-        return acc
+        return result["value"]
 
     os.makedirs(os.path.dirname(os.path.abspath(storage_path)), exist_ok=True)
     storage = JournalStorage(JournalFileBackend(storage_path))
     study = optuna.create_study(
-        study_name=f"costmodel-{kind}", storage=storage, direction="maximize", load_if_exists=True,
-        sampler=optuna.samplers.TPESampler(seed=seed),
+        study_name=f"costmodel-{kind}-{objective}-max{max_model_mb:g}mb", storage=storage, direction="maximize",
+        load_if_exists=True, sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0),
     )
     done = len([t for t in study.trials if t.state.is_finished()])
-    study.optimize(objective, n_trials=max(0, n_trials - done))
-    best = {"kind": kind, "params": study.best_params, "validation_pairwise": study.best_value,
-            "trials": len(study.trials), "dataset": os.path.abspath(dataset), "held_out_never_used": held_out}
+    study.optimize(trial_objective, n_trials=max(0, n_trials - done))
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and not math.isnan(t.value)]
+    over = [t for t in study.trials if t.user_attrs.get("over_size_bound")]
+    if not complete:
+        sizes = [t.user_attrs.get("model_bytes", t.user_attrs.get("projected_model_bytes", 0)) for t in over]
+        smallest = f"; the smallest was {min(sizes) / 1e6:.2f} MB" if sizes else ""
+        raise UserError(f"--max-model-mb: no {kind} trial of {len(study.trials)} finished within {max_model_mb} MB "
+                        f"({len(over)} over the bound{smallest}); raise the bound or run more --trials")
+    best_trial = study.best_trial
+    best = {"kind": kind, "params": best_trial.params, "objective": objective,
+            f"validation_{objective}": best_trial.value, "validation": best_trial.user_attrs.get("validation"),
+            "model_bytes": best_trial.user_attrs.get("model_bytes"), "max_model_bytes": bound,
+            "trials": len(study.trials), "trials_over_size_bound": len(over), "validation_tasks": len(val_keys),
+            "validation_weights": "count of the task in its first model (tasks.jsonl models[0]), 1 without weights",
+            "dataset": os.path.abspath(dataset), "held_out_never_used": held_out}
     write_json(os.path.join(out_dir, f"{kind}.json"), best)
     return best
 
 
 def main(argv=None) -> int:
+    # before torch loads: OpenMP threads that spin-wait collapse 10-100x on cores other processes share
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     ap = argparse.ArgumentParser(prog="python -m autotune.costmodel.hparams", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--models", default="xgb,seq")
     ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--objective", default="top1",
+                    help=f"validation objective, one of: {', '.join(OBJECTIVES)} (default: %(default)s)")
+    ap.add_argument("--max-model-mb", type=float, default=MAX_MODEL_MB,
+                    help="prune trials whose saved model is (projected to be) larger (default: %(default)s)")
     ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS))
     ap.add_argument("--storage", default=os.path.join("models", "hparams", "optuna-journal.log"))
     ap.add_argument("--out-dir", default=os.path.join("models", "hparams"))
@@ -109,8 +201,10 @@ def main(argv=None) -> int:
         setup_logging()
         for kind in [k.strip() for k in args.models.split(",") if k.strip()]:
             best = run_study(args.dataset, kind, args.trials, args.storage, args.held_out.split(","), args.seed,
-                             args.out_dir)
-            logger.info("%s: best validation pairwise %.4f with %s", kind, best["validation_pairwise"], best["params"])
+                             args.out_dir, args.objective, args.max_model_mb)
+            logger.info("%s: best validation %s %.4f (top-1 %.4f, pairwise %.4f), %.2f MB, with %s", kind,
+                        args.objective, best[f"validation_{args.objective}"], best["validation"]["top1"],
+                        best["validation"]["pairwise"], (best["model_bytes"] or 0) / 1e6, best["params"])
         return 0
 
     return run_main(body)
