@@ -17,17 +17,46 @@ from autotune.errors import UserError
 
 logger = logging.getLogger("autotune")
 
+# Third-party warnings a user can do nothing about: captured (logging.captureWarnings) into the log
+# file only. Patterns match the formatted warning ("path:line: Category: message"); every other
+# warning, autotune's own first of all, still reaches the console.
+KNOWN_WARNING_NOISE = (
+    # torch 2.13's pytree, when a TreeSpec is copied (torch.export): `isinstance(treespec, LeafSpec)` is deprecated
+    r"FutureWarning: `isinstance\(treespec, LeafSpec\)` is deprecated",
+)
+
+
+def _for_console(record: logging.LogRecord) -> bool:
+    if record.name == "py.warnings":
+        return not any(re.search(p, record.getMessage()) for p in KNOWN_WARNING_NOISE)
+    return record.name.startswith("autotune") or record.levelno >= logging.WARNING
+
+
+class _UntilLogFile(logging.Handler):
+    """Keeps records (noise included) until setup_logging is given the log folder, then hands them over."""
+
+    def __init__(self, capacity: int = 10_000):
+        super().__init__(logging.DEBUG)
+        self.capacity, self.records = capacity, []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < self.capacity:
+            self.records.append(record)
+
 
 def setup_logging(log_dir: str | None = None, verbose: bool = False) -> None:
-    """Console: autotune at INFO, TVM at WARNING. File (log_dir/autotune.log): everything at DEBUG."""
+    """Console: autotune at INFO, TVM at WARNING, Python warnings but known third-party noise.
+    File (log_dir/autotune.log): everything at DEBUG, from the first call on (kept until log_dir is known)."""
     root = logging.getLogger()
     root.setLevel(logging.DEBUG)
+    pending = next((h for h in root.handlers if isinstance(h, _UntilLogFile)), None)
     for handler in list(root.handlers):
         root.removeHandler(handler)
+    logging.captureWarnings(True)
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(logging.DEBUG if verbose else logging.INFO)
     console.setFormatter(logging.Formatter("%(asctime)s %(levelname).1s %(message)s", "%H:%M:%S"))
-    console.addFilter(lambda rec: rec.name.startswith("autotune") or rec.levelno >= logging.WARNING)
+    console.addFilter(_for_console)
     root.addHandler(console)
     if log_dir:
         os.makedirs(log_dir, exist_ok=True)
@@ -35,6 +64,10 @@ def setup_logging(log_dir: str | None = None, verbose: bool = False) -> None:
         fh.setLevel(logging.DEBUG)
         fh.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         root.addHandler(fh)
+        for record in pending.records if pending else []:
+            fh.handle(record)
+    else:
+        root.addHandler(pending or _UntilLogFile())
     # MetaSchedule's create_loggers gives its console handler the level this logger has when the
     # work dir's loggers are made: WARNING keeps the console quiet, its files still get DEBUG.
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)

@@ -139,6 +139,7 @@ def _main(config: TuneConfig) -> int:
 def _tune(config: TuneConfig, target, measurer, cost_model) -> int:
     from autotune.frontend.models import load_model
     from autotune.tuning.session import TuneSession
+    from autotune.tuning.summary import write_run_summary
     from autotune.tvmrt.target import target_json
 
     model = load_model(config.model, batch_size=config.batch_size, input_shape=config.input_shape, seed=config.seed)
@@ -156,16 +157,17 @@ def _tune(config: TuneConfig, target, measurer, cost_model) -> int:
     session = TuneSession(model, target, work_dir, config=config, measurer=measurer, t_start=_T_START)
     report = session.run(cost_model)
     write_json(os.path.join(work_dir, "report.json"), report)
-    _print_summary(report, work_dir)
+    _print_summary(report, work_dir, *write_run_summary(report, work_dir))
     return 0
 
 
-def _print_summary(report: dict, work_dir: str) -> None:
+def _print_summary(report: dict, work_dir: str, curve_png: str, tasks_md: str) -> None:
     lat = report["latency_ms"]
     parts = [f"{k} {lat[k]:.3f} ms" for k in ("tvm_untuned", "tvm_tuned", "torch_eager") if lat.get(k)]
     logger.info("end-to-end latency: %s", ", ".join(parts))
     logger.info("max abs error vs torch: %.3g", report["numerics"]["max_abs_error"])
     logger.info("report: %s", os.path.join(work_dir, "report.json"))
+    logger.info("tuning curve: %s; per-task table: %s", curve_png, tasks_md)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,14 @@ def test_tune_tiny_end_to_end(cli, tmp_path):
     assert os.path.getsize(report["library"]) > 0
     assert report["target"]["mcpu"] != "x86-64", "host target must not be generic x86-64"
     assert report["wall_s"]["startup_to_first_measurement"] > 0
+    # What the run leaves to look at, said in the console; known third-party noise only in the log file.
+    with open(os.path.join(wd, "tuning_curve.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    table = open(os.path.join(wd, "tuning_tasks.md")).read()
+    assert sum(line.startswith("| ") for line in table.splitlines()) == len(report["tasks"]) + 1
+    assert "tuning_curve.png" in res.stderr and "tuning_tasks.md" in res.stderr
+    assert "FutureWarning" not in res.stderr, res.stderr[:2000]
+    assert "LeafSpec" in open(os.path.join(wd, "logs", "autotune.log")).read()  # routed, not dropped
     # The database is a stock MetaSchedule JSON database that stock compile_relax applies.
     check = (
         "import sys, numpy as np;"
@@ -148,3 +156,78 @@ def test_tune_saved_pt2_program(cli, tmp_path):
     assert report["model"] == "mlp"
     assert report["inputs"][0]["shape"] == [2, 64]
     assert report["numerics"]["max_rel_error"] < 1e-4
+
+
+def test_eta_counts_the_reachable_budget_not_trials():
+    """--trials-per-task 16 --trials 100000: the ETA is for what the caps leave, less what is in the database."""
+    from autotune.progress import Progress
+    from autotune.tuning.config import SearchConfig
+    from autotune.tuning.tuner import TaskState, _TuneRun
+
+    progress = Progress(100_000, "tuning", done=None, enabled_rich=False)
+    run = _TuneRun(None, None, None, None, SearchConfig(), progress, None)
+    cap = 16
+    run.states = [TaskState(None, None, budget=max(cap - n, 0), trials=n) for n in (0, 4, 16, 20)]
+    run.set_budget(100_000)
+    run._progress()
+    assert run.remaining == 16 + 12 and progress.total == 40 + 28 and progress.done == 40
+    progress.start -= 10.0  # 14 trials measured in 10 s: 14 left take 10 s more (not 99,946 x 10 / 14)
+    run.total_done, run.remaining, run.states[0].budget = 54, 14, 2
+    run._progress()
+    assert progress.eta_s() == pytest.approx(10.0, rel=0.05)
+    run.states[1].done = True  # its search space ran out: its 12 trials will never be measured
+    run._progress()
+    assert progress.total == 56 and progress.eta_s() == pytest.approx(10.0 / 14 * 2, rel=0.05)
+
+
+def test_curve_and_task_table_from_the_report(tmp_path):
+    from autotune.tuning.summary import curve_points, task_table, write_run_summary
+
+    tasks = [{"name": f"t{i}", "weight": w, "flops": 1e6, "trials": 8, "best_latency_ms": ms,
+              "best_gflops": 1e6 / ms / 1e6 if ms else None}
+             for i, (w, ms) in enumerate([(2, 1.0), (1, 0.5), (1, None)])]
+    report = {"model": "m", "hardware_id": "hw", "tasks": tasks, "latency_ms": {"tvm_tuned": 2.7},
+              "trials": {"in_database": 24, "this_run": 16, "failed": 8},
+              "history": {"rows": [[12, 1.0, 1, 0.8e-3], [16, 2.0, 0, 1.0e-3], [20, 3.0, 1, 0.5e-3],
+                                   [24, 4.0, 2, None]],
+                          "start": {"trials": 8, "task_best_s": [1.5e-3, None, None]}}}
+    points, unmeasured = curve_points(report)
+    # t1 first measured at 12 trials; t2 never (left out); t0 started at 1.5 ms from the database
+    assert unmeasured == [2]
+    assert points == [(12, 1.0, pytest.approx(2 * 1.5e-3 + 0.8e-3)), (16, 2.0, pytest.approx(2.8e-3)),
+                      (20, 3.0, pytest.approx(2.5e-3)), (24, 4.0, pytest.approx(2.5e-3))]
+    table = task_table(report)
+    rows = [line for line in table.splitlines() if line[:4] in ("| t0", "| t1", "| t2")]
+    assert [r.split(" | ")[0] for r in rows] == ["| t0", "| t1", "| t2"]  # largest share first
+    assert "| 80.0% |" in rows[0] and "| 20.0% |" in rows[1] and rows[2].endswith("| - | - | - |")
+    assert "2.500 ms" in table and "2.700 ms" in table
+    png, md = write_run_summary(report, str(tmp_path))
+    assert open(png, "rb").read(4) == b"\x89PNG" and open(md).read() == table
+
+
+def test_known_warning_noise_goes_to_the_log_file_only(tmp_path, capsys):
+    import logging
+    import warnings
+
+    from autotune.cli import setup_logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            setup_logging(None)  # before the work dir is known: kept, then written to its log file
+            warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning, stacklevel=1)
+            setup_logging(str(tmp_path / "logs"))
+            warnings.warn("autotune: a warning users must see", UserWarning, stacklevel=1)
+            logging.captureWarnings(False)
+    finally:
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)
+            handler.close()
+        for handler in saved:
+            root.addHandler(handler)
+    err = capsys.readouterr().err
+    assert "LeafSpec" not in err and "UserWarning: autotune: a warning users must see" in err
+    log = (tmp_path / "logs" / "autotune.log").read_text()
+    assert "FutureWarning: `isinstance(treespec, LeafSpec)`" in log and "a warning users must see" in log

@@ -82,7 +82,7 @@ class TuneSession:
     def _tune(self, tasks, database, cost_model: Resolved, times: _Timings):
         config = self.config
         measurer = self.measurer or Measurer(self.target)
-        progress = Progress(config.trials, f"tuning {self.model.name}")
+        progress = Progress(config.trials, f"tuning {self.model.name}", done=None)  # the tuner sets both
         t0 = time.time()
         try:
             return tune(
@@ -133,7 +133,8 @@ class TuneSession:
                 "total": time.time() - self.t_start,
             },
             "per_trial_s": (times.tune_s / stats.trials_this_run) if stats.trials_this_run else None,
-            "history": {"columns": ["trials", "elapsed_s", "task", "task_best_s"], "rows": stats.history},
+            "history": {"columns": ["trials", "elapsed_s", "task", "task_best_s"], "rows": stats.history,
+                        "start": stats.start},
             "library": lib_path,
             "database": self.work_dir,
             "loadavg": loadavg(),

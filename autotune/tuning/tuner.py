@@ -67,6 +67,7 @@ class TuneStats:
     trials_this_run: int = 0
     # after every measured batch: [trials in database, seconds since tuning started, task index, task best s]
     history: list = field(default_factory=list)
+    start: dict = field(default_factory=dict)  # {"trials": in the database, "task_best_s": [per task]} at start
 
 
 def search_logger(work_dir: str) -> logging.Logger:
@@ -152,12 +153,23 @@ class _TuneRun:
         for i, (task, task_logger) in enumerate(zip(tasks, loggers)):
             records = existing.get(int(tvm_ffi.structural_hash(task.mod)), [])
             self.states.append(self._state(task, task_logger, records, per_task_cap, (seed * 1_000_003 + i)))
-        self.total_done = sum(s.trials for s in self.states)
-        self.remaining = max(max_trials - self.total_done, 0)
-        for state in self.states:
-            state.done = state.budget <= 0 or self.remaining <= 0
+        self.stats.start = {"trials": sum(s.trials for s in self.states), "task_best_s": [s.best_s for s in self.states]}
+        self.set_budget(max_trials)
         self.stats.search_s += time.perf_counter() - self.t_start
         self._progress()
+
+    def set_budget(self, max_trials: int) -> None:
+        """Trials this run can still measure: ``max_trials`` less what is in the database, and no more than
+        the tasks' caps leave (``--trials-per-task 16 --trials 100000`` on 10 tasks: 160, not 100,000)."""
+        self.total_done = sum(s.trials for s in self.states)
+        self.remaining = min(max(max_trials - self.total_done, 0), sum(s.budget for s in self.states))
+        for state in self.states:
+            state.done = state.budget <= 0 or self.remaining <= 0
+
+    def reachable(self) -> int:
+        """Trials in the database when this run ends, as far as known now (a task whose search space is
+        exhausted gives its budget up)."""
+        return self.total_done + min(self.remaining, sum(s.budget for s in self.states if not s.done))
 
     def _state(self, task: Task, task_logger, records: list, per_task_cap: int, rand: int) -> TaskState:
         ctx = ms.TuneContext(
@@ -231,7 +243,7 @@ class _TuneRun:
 
     def _progress(self) -> None:
         if self.on_progress is not None:
-            self.on_progress.update(self.total_done, _best_text(self.states))
+            self.on_progress.update(self.total_done, _best_text(self.states), total=self.reachable())
 
     def finish(self) -> None:
         for state in self.states:
