@@ -192,10 +192,11 @@ def test_curve_and_task_table_from_the_report(tmp_path):
                                    [24, 4.0, 2, None]],
                           "start": {"trials": 8, "task_best_s": [1.5e-3, None, None]}}}
     points, unmeasured = curve_points(report)
-    # t1 first measured at 12 trials; t2 never (left out); t0 started at 1.5 ms from the database
+    # t0 started at 1.5 ms from the database (a partial sum); t1 first measured at 12 trials; t2 never
     assert unmeasured == [2]
-    assert points == [(12, 1.0, pytest.approx(2 * 1.5e-3 + 0.8e-3)), (16, 2.0, pytest.approx(2.8e-3)),
-                      (20, 3.0, pytest.approx(2.5e-3)), (24, 4.0, pytest.approx(2.5e-3))]
+    assert points == [(8, 0.0, pytest.approx(3e-3), False), (12, 1.0, pytest.approx(3.8e-3), True),
+                      (16, 2.0, pytest.approx(2.8e-3), True), (20, 3.0, pytest.approx(2.5e-3), True),
+                      (24, 4.0, pytest.approx(2.5e-3), True)]
     table = task_table(report)
     rows = [line for line in table.splitlines() if line[:4] in ("| t0", "| t1", "| t2")]
     assert [r.split(" | ")[0] for r in rows] == ["| t0", "| t1", "| t2"]  # largest share first

@@ -4,8 +4,9 @@ Both are read from report.json's dict (``TuneSession._report``), so they describ
 
 - ``tuning_curve.png``: the estimated end-to-end latency, sum over tasks of weight x best measured
   latency, after every measured batch, against trials in the database and against this run's wall time.
-  A point exists once every task that ends the run with a valid measurement has one (before that the
-  sum would leave tasks out); tasks never measured are named in the title.
+  The estimate is drawn once every task that ends the run with a valid measurement has one; before
+  that, the sum over the tasks measured so far is drawn dashed (a partial sum, not an estimate);
+  tasks never measured are counted in the title.
 - ``tuning_tasks.md``: task, weight, FLOPs, trials, best ms, GFLOP/s and share of the estimated total,
   largest share first, with the measured end-to-end latency beside the estimate.
 """
@@ -18,8 +19,9 @@ CURVE_PNG = "tuning_curve.png"
 TASKS_MD = "tuning_tasks.md"
 
 
-def curve_points(report: dict) -> tuple[list[tuple[int, float, float]], list[int]]:
-    """[(trials in database, seconds into tuning, estimated total s)] and the tasks never measured."""
+def curve_points(report: dict) -> tuple[list[tuple[int, float, float, bool]], list[int]]:
+    """[(trials in database, seconds into tuning, sum of weight x best s, complete)] and the tasks never
+    measured; ``complete``: every task measured by the end of the run has a measurement (an estimate)."""
     tasks = report["tasks"]
     history = report["history"]
     start = history.get("start") or {}
@@ -28,19 +30,16 @@ def curve_points(report: dict) -> tuple[list[tuple[int, float, float]], list[int
     unmeasured = [i for i, ok in enumerate(final) if not ok]
     weights = [t["weight"] for t in tasks]
 
-    def total() -> float | None:
-        if any(ok and b is None for ok, b in zip(final, best)) or not any(final):
-            return None
-        return sum(w * b for w, b, ok in zip(weights, best, final) if ok)
+    def point(trials, elapsed) -> tuple[int, float, float, bool] | None:
+        known = [w * b for w, b in zip(weights, best) if b is not None]
+        complete = not any(ok and b is None for ok, b in zip(final, best))
+        return (int(trials), float(elapsed), sum(known), complete) if known else None
 
-    points = []
-    if total() is not None:
-        points.append((int(start.get("trials", 0)), 0.0, total()))
+    points = [point(start.get("trials", 0), 0.0)]
     for trials, elapsed, task, task_best in history["rows"]:
         best[task] = task_best
-        if total() is not None:
-            points.append((int(trials), float(elapsed), total()))
-    return points, unmeasured
+        points.append(point(trials, elapsed))
+    return [p for p in points if p is not None], unmeasured
 
 
 def task_table(report: dict) -> str:
@@ -65,7 +64,7 @@ def task_table(report: dict) -> str:
         share = f"{t['weight'] * ms / est:.1%}" if ms is not None and est > 0 else "-"
         lines.append(
             f"| {t['name']} | {t['weight']} | {t['flops']:.3g} | {t['trials']} | "
-            f"{_fmt(ms, '.4f')} | {_fmt(t['best_gflops'], '.2f')} | {share} |"
+            f"{_fmt(ms, '.4g')} | {_fmt(t['best_gflops'], '.3g')} | {share} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -83,14 +82,19 @@ def plot_curve(report: dict, path: str) -> None:
 
     points, unmeasured = curve_points(report)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    partial = [p for p in points if not p[3]]
+    if partial and len(partial) < len(points):
+        partial.append(next(p for p in points if p[3]))  # join the dashed part to the estimate
     for ax, column, label in ((axes[0], 0, "trials in the database"), (axes[1], 1, "wall time of this run (s)")):
-        if points:
-            ax.step([p[column] for p in points], [p[2] * 1e3 for p in points], where="post", marker=".")
-        else:
-            ax.text(0.5, 0.5, "no point yet: some task has no valid measurement", ha="center",
-                    transform=ax.transAxes)
+        for part, style, name in ((partial, dict(ls="--", color="0.6"), "sum over tasks measured so far"),
+                                  ([p for p in points if p[3]], {}, "estimate (every task measured)")):
+            if part:
+                ax.step([p[column] for p in part], [p[2] * 1e3 for p in part], where="post", marker=".",
+                        label=name, **style)
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
+    if points:
+        axes[0].legend()
     axes[0].set_ylabel("estimated latency (ms): sum of weight x best")
     title = f"{report['model']} on {report.get('hardware_id', '?')}"
     if unmeasured:

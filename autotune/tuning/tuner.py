@@ -205,6 +205,7 @@ class _TuneRun:
             if n:
                 self.stats.history.append([self.total_done, time.perf_counter() - self.t_start,
                                            self.states.index(state), state.best_s])
+            if n or state.done:  # a task whose search space ran out gives its budget up: a new total
                 self._progress()
 
     def _round(self, state: TaskState) -> int:
