@@ -32,7 +32,7 @@ from .workloads import FFNBlock
 log = logging.getLogger("survey.e3")
 
 FULL = {"n": 24, "report_n": [5, 10, 24], "hidden": 256, "ffn": 1024, "batch": 4, "calls": 10,
-        "repeats": 2, "rounds": 5, "block_s": 0.05, "tvm_n": 24, "tvm_calls": 2, "tvm_steady_every": 4,
+        "repeats": 5, "rounds": 5, "block_s": 0.05, "tvm_n": 24, "tvm_calls": 2, "tvm_steady_every": 4,
         "seq_range": [8, 256]}
 QUICK = dict(FULL, n=5, report_n=[5], repeats=1, rounds=3, tvm_n=5, tvm_steady_every=5, seq_range=[8, 96])
 DRY = dict(FULL, n=3, report_n=[3], hidden=64, ffn=128, calls=2, repeats=1, rounds=2, block_s=0.01,
