@@ -60,7 +60,10 @@ def test_train_costmodel_quick(cli, tmp_path):
     thr = next(d for d in comparison["done_when"] if d["target"].startswith("xgb programs/s"))
     assert thr["value"] == rows["xgb"]["predict_programs_per_s"]
     assert thr["reached"] == (thr["value"] >= 50_000)
-    assert len(comparison["done_when"]) == 6
+    assert len(comparison["done_when"]) == 7
+    size = next(d for d in comparison["done_when"] if d["target"].startswith("models folder"))
+    on_disk = sum(f.stat().st_size for f in models.rglob("*") if f.is_file())
+    assert size["value"] == pytest.approx(on_disk / 1e6) and size["reached"] is True  # quick models: small
     md = (results / "comparison.md").read_text()
     assert "| xgb |" in md and "## Paired comparison" in md and "| seq − random |" in md
     assert re.search(r"- best sequence model \(seq\) mean top-1 ≥ 0.75: 0\.\d{3} — \*\*(not )?reached\*\*", md)
@@ -100,7 +103,7 @@ def test_train_costmodel_over_seeds(cli, tmp_path):
     assert over["n"] == 1 and over["sd"]["top1"] is None
     cell = again["paired"][0]["all"]["top1"]  # xgb (seed 0 only) vs random (seeds 0-2): seed 0 in common
     assert cell["n"] == 1 and cell["seeds"] == [0] and cell["clear"] is False
-    seeds_target = again["done_when"][-1]
+    seeds_target = next(d for d in again["done_when"] if "seeds" in d["target"])
     assert seeds_target["value"] == 1 and seeds_target["reached"] is False
     assert "short by 2" in (tmp_path / "r" / "comparison.md").read_text()
 
@@ -150,6 +153,10 @@ def test_done_when_hand_computed():
     # no sequence model trained: not measured, not "not reached"
     dw = done_when([xgb, ms])
     assert next(d for d in dw if "mean top-1" in d["target"])["reached"] is None
+    assert next(d for d in dw if d["target"].startswith("models folder"))["reached"] is None
+    # the models folder is bounded from above
+    sizes = [next(d for d in done_when([xgb], b) if d["target"].startswith("models folder")) for b in (39e6, 41e6)]
+    assert [d["reached"] for d in sizes] == [True, False] and sizes[1]["value"] == pytest.approx(41.0)
 
 
 def test_rows_of_another_layout_are_not_kept(tmp_path):

@@ -32,7 +32,7 @@ HPARAMS_DIR = os.path.join("models", "hparams")
 FORMAT = 2  # comparison.json layout: rows with seeds, views and over_seeds per view; paired; done_when
 # issue 12's done-when targets (held-out, view "all", mean over seeds; throughput on this CPU)
 TARGETS = {"seq_top1": 0.75, "seq_over_ms_xgb": 0.08, "seq_top5": 0.92, "seq_programs_per_s": 20_000,
-           "xgb_programs_per_s": 50_000, "seeds": 3}
+           "xgb_programs_per_s": 50_000, "seeds": 3, "models_dir_mb": 40}
 
 
 def hparams_for(kind: str, hparams_dir: str = HPARAMS_DIR) -> dict:
@@ -150,13 +150,14 @@ def _main(args) -> int:
         thr = _throughput(model, test_all.batch)
         out_dir = os.path.join(args.models_dir, hw, kind)
         model.save(out_dir)
+        size = folder_bytes(out_dir)
         card = {
             "kind": kind, "params": model.get_params(), "dataset": os.path.abspath(args.dataset),
             "dataset_manifest_sha256": manifest_hash, "hardware": data.manifest["hardware"],
             "git_commit": git_commit(), "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seeds": fits["seeds"], "saved_seed": fits["seeds"][0],
             "train": {"programs": len(train), "tasks": len(train_keys), "fit_seconds": fits["fit_seconds"][0]},
-            "held_out": held, "metrics": metrics, "predict_programs_per_s": thr,
+            "held_out": held, "metrics": metrics, "predict_programs_per_s": thr, "model_bytes": size,
             "versions": versions(), "loadavg": loadavg(),
         }
         write_json(os.path.join(out_dir, "card.json"), card)
@@ -165,14 +166,15 @@ def _main(args) -> int:
                     *(over.get("mean", {}).get(k, float("nan")) for k in ("top1", "top5", "pairwise")), thr)
         rows.append({"kind": kind, "seeds": fits["seeds"], "metrics": metrics, "predict_programs_per_s": thr,
                      "fit_seconds": fits["fit_seconds"][0], "fit_seconds_per_seed": fits["fit_seconds"],
-                     "trained": card["trained"], "params": card["params"]})
+                     "model_bytes": size, "trained": card["trained"], "params": card["params"]})
         if kind == kinds[0] or kind == "seq":
             _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
     rows = _keep_other_rows(os.path.join(args.results, "comparison.json"), rows, manifest_hash, held, args.quick)
     pairs = paired_table(rows)
     result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
               "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds, "paired": pairs,
-              "done_when": done_when(rows), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick}
+              "models_dir_bytes": folder_bytes(args.models_dir),
+              "done_when": done_when(rows, folder_bytes(args.models_dir)), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick}
     write_results(os.path.join(args.results, "comparison.json"), result, os.path.join(args.results, "comparison.md"),
                   markdown_table(result))
     return 0
@@ -246,8 +248,14 @@ def paired_table(rows: list[dict]) -> list[dict]:
     return out
 
 
-def done_when(rows: list[dict]) -> list[dict]:
-    """Issue 12's targets checked against ``rows``: [{target, value, reached (None: not measured), detail}]."""
+def folder_bytes(path: str) -> int:
+    """Bytes of every file under ``path`` (``du``'s apparent size)."""
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+
+
+def done_when(rows: list[dict], models_dir_bytes: int | None = None) -> list[dict]:
+    """Issue 12's targets checked against ``rows`` (and the size of the models folder):
+    [{target, value, threshold, reached (None: not measured), detail, unit}]."""
     by_kind = {r["kind"]: r for r in rows}
 
     def mean(row, metric):
@@ -258,8 +266,8 @@ def done_when(rows: list[dict]) -> list[dict]:
     name = best["kind"] if best else "no sequence model"
     out = []
 
-    def check(target, value, threshold, detail="", also=True, unit="score"):
-        reached = None if value is None else bool(value >= threshold and also)
+    def check(target, value, threshold, detail="", also=True, unit="score", at_most=False):
+        reached = None if value is None else bool((value <= threshold if at_most else value >= threshold) and also)
         out.append({"target": target, "value": value, "threshold": threshold, "reached": reached, "detail": detail,
                     "unit": unit})
 
@@ -284,6 +292,8 @@ def done_when(rows: list[dict]) -> list[dict]:
     seeded = [len(r["seeds"]) for r in rows if r["seeds"] != [None]]
     check(f"every seeded model over ≥ {TARGETS['seeds']} seeds", min(seeded) if seeded else None, TARGETS["seeds"],
           unit="count")
+    check(f"models folder ≤ {TARGETS['models_dir_mb']} MB", None if models_dir_bytes is None else models_dir_bytes / 1e6,
+          TARGETS["models_dir_mb"], unit="MB", at_most=True)
     return out
 
 
@@ -306,7 +316,7 @@ def _diff_cell(p: dict | None) -> str:
 def _value(v, unit: str) -> str:
     if v is None:
         return "not measured"
-    return {"count": f"{v:,.0f}", "difference": f"{v:+.3f}"}.get(unit, f"{v:.3f}")
+    return {"count": f"{v:,.0f}", "difference": f"{v:+.3f}", "MB": f"{v:.1f} MB"}.get(unit, f"{v:.3f}")
 
 
 def markdown_table(result: dict) -> str:
@@ -354,7 +364,9 @@ def markdown_table(result: dict) -> str:
     for d in result["done_when"]:
         state = {True: "**reached**", False: "**not reached**", None: "**not measured**"}[d["reached"]]
         short = ""
-        if d["reached"] is False and d["value"] < d["threshold"]:
+        if d["reached"] is False and d["unit"] == "MB":
+            short = f", over by {_value(d['value'] - d['threshold'], 'MB')}"
+        elif d["reached"] is False and d["value"] < d["threshold"]:
             short = f", short by {_value(d['threshold'] - d['value'], 'count' if d['unit'] == 'count' else 'score')}"
         detail = f" ({d['detail']})" if d["detail"] else ""
         lines.append(f"- {d['target']}: {_value(d['value'], d['unit'])}{detail} — {state}{short}")
