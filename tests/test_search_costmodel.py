@@ -22,7 +22,7 @@ def pretrained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     data = tmp_path_factory.mktemp("ds") / "ds"
     shutil.copytree(TEST_DATASET, data)
-    rc = train_main(["--dataset", str(data), "--models", "xgb,seq", "--held-out", "tiny", "--quick",
+    rc = train_main(["--dataset", str(data), "--models", "xgb,seq", "--held-out", "tiny", "--quick", "--seeds", "1",
                      "--models-dir", str(out), "--results", str(out / "results")])
     assert rc == 0
     hw_made = json.load(open(data / "manifest.json"))["hardware"]["hardware_id"]
