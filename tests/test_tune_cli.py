@@ -52,6 +52,7 @@ def test_tune_tiny_end_to_end(cli, tmp_path):
     assert "tuning_curve.png" in res.stderr and "tuning_tasks.md" in res.stderr
     assert "FutureWarning" not in res.stderr, res.stderr[:2000]
     assert "LeafSpec" in open(os.path.join(wd, "logs", "autotune.log")).read()  # routed, not dropped
+    _check_resume_grouping(wd, len(report["tasks"]))
     # The database is a stock MetaSchedule JSON database that stock compile_relax applies.
     check = (
         "import sys, numpy as np;"
@@ -69,6 +70,25 @@ def test_tune_tiny_end_to_end(cli, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     n_records, err = res.stdout.split()[-2:]
     assert int(n_records) == 24 and float(err) < 1e-4
+
+
+def _check_resume_grouping(wd: str, n_tasks: int) -> None:
+    """What a resumed run reads: every record under its own workload's structural hash."""
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    from autotune.tuning.tuner import records_by_workload
+
+    database = ms.database.JSONDatabase(work_dir=wd)
+    expected: dict[int, int] = {}
+    for record in database.get_all_tuning_records():
+        key = int(tvm_ffi.structural_hash(record.workload.mod))
+        expected[key] = expected.get(key, 0) + 1
+    assert len(expected) == n_tasks
+    assert {k: len(v) for k, v in records_by_workload(database).items()} == expected
 
 
 def test_resume_after_kill(tmp_path):

@@ -89,14 +89,19 @@ def search_logger(work_dir: str) -> logging.Logger:
 
 
 def records_by_workload(database) -> dict[int, list]:
-    """All records of a database grouped by the structural hash of their workload."""
+    """All records of a database grouped by the structural hash of their workload.
 
+    Hashed once per workload object, keyed by its handle: ``record.workload`` is a new Python wrapper on
+    every access, so ``id()`` of it is reused across workloads (it once merged five tasks' records into two
+    groups, so a resumed run gave tasks other tasks' trials and best latencies).
+    """
     groups: dict[int, list] = {}
     hashes: dict[int, int] = {}
     for record in database.get_all_tuning_records():
-        key = id(record.workload)
+        workload = record.workload
+        key = workload.__chandle__()  # stays valid: the records kept in ``groups`` hold the workload
         if key not in hashes:
-            hashes[key] = int(tvm_ffi.structural_hash(record.workload.mod))
+            hashes[key] = int(tvm_ffi.structural_hash(workload.mod))
         groups.setdefault(hashes[key], []).append(record)
     return groups
 
