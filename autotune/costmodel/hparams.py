@@ -97,16 +97,12 @@ def saved_bytes(model) -> int:
         return sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
 
 
-def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_out: list[str], seed: int = 0,
-              out_dir: str = os.path.join("models", "hparams"), objective: str = "top1",
-              max_model_mb: float = MAX_MODEL_MB) -> dict:
-    import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-
+def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, held_out: list[str], seed: int):
+    """Check the study's settings and split the training tasks into fit / validation (one line on bad input)."""
+    from autotune.data.feature_cache import StaleFeatureCache
     from autotune.data.splits import split_by_model, split_by_task
+    from autotune.data.store import DatasetError
 
-    from . import create
     from .data import load_training_data
 
     if kind not in KINDS:
@@ -115,10 +111,6 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
         raise UserError(f"--objective: unknown {objective!r}; valid: {', '.join(OBJECTIVES)}")
     if not max_model_mb > 0:
         raise UserError(f"--max-model-mb: {max_model_mb} is not a size; give a positive number of MB")
-    bound = int(max_model_mb * 1e6)
-    from autotune.data.feature_cache import StaleFeatureCache
-    from autotune.data.store import DatasetError
-
     try:
         data = load_training_data(dataset)
     except (DatasetError, StaleFeatureCache) as err:
@@ -128,8 +120,20 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
     except ValueError as err:
         raise UserError(f"--held-out: {err}") from None
     fit_keys, val_keys = split_by_task(train_keys, test_fraction=0.2, seed=seed)
-    fit, val = data.select_tasks(fit_keys), data.select_tasks(val_keys)
-    weights = validation_weights(data, val_keys)
+    return data.select_tasks(fit_keys), data.select_tasks(val_keys), validation_weights(data, val_keys), val_keys
+
+
+def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_out: list[str], seed: int = 0,
+              out_dir: str = os.path.join("models", "hparams"), objective: str = "top1",
+              max_model_mb: float = MAX_MODEL_MB) -> dict:
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from . import create
+
+    bound = int(max_model_mb * 1e6)
+    fit, val, weights, val_keys = _study_data(dataset, kind, objective, max_model_mb, held_out, seed)
 
     def trial_objective(trial) -> float:
         params, fidelity_key = space(kind, trial)
