@@ -64,7 +64,8 @@ class Stream:
     loss: Callable  # (scores [G, P], target [G, P], mask [G, P]) -> scalar
     columns: slice  # output columns (heads) this stream trains; the loss is summed over them
     weight: float = 1.0
-    batch_groups: int = 8
+    batch_groups: int = 8  # task groups per step
+    group_cap: int | None = None  # programs per group and step (None: the model's max_group_size)
 
     def rankable(self) -> np.ndarray:
         """Indices of programs in groups of >= 2 (a lone program has no pair to order)."""
@@ -77,7 +78,7 @@ def _batches(stream: Stream, model: TorchRankerModel, min_batches: int, rng) -> 
     if len(idx) == 0:
         raise ValueError("a training stream has no task with two programs")
     while True:
-        chunks = group_chunks(idx, stream.programs.groups, model.max_group_size, rng)
+        chunks = group_chunks(idx, stream.programs.groups, stream.group_cap or model.max_group_size, rng)
         yield from epoch_batches(chunks, stream.batch_groups, min_batches)
 
 
@@ -158,11 +159,13 @@ def new_like(source: TorchRankerModel, net: nn.Module, history: dict, **params) 
     return model
 
 
-def rank_stream(programs: Programs, columns: slice, weight: float = 1.0, batch_groups: int = 8) -> Stream:
-    return Stream(programs, np.asarray(programs.y, np.float64), lambda_rank_loss, columns, weight, batch_groups)
+def rank_stream(programs: Programs, columns: slice, weight: float = 1.0, batch_groups: int = 8,
+                group_cap: int | None = None) -> Stream:
+    return Stream(programs, np.asarray(programs.y, np.float64), lambda_rank_loss, columns, weight, batch_groups,
+                  group_cap)
 
 
 def distill_stream(programs: Programs, teacher_scores: np.ndarray, columns: slice, weight: float, tau: float,
-                   batch_groups: int) -> Stream:
+                   batch_groups: int, group_cap: int | None = None) -> Stream:
     return Stream(programs, np.asarray(teacher_scores, np.float64),
-                  lambda s, t, m: listwise_distill_loss(s, t, m, tau), columns, weight, batch_groups)
+                  lambda s, t, m: listwise_distill_loss(s, t, m, tau), columns, weight, batch_groups, group_cap)

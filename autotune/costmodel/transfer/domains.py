@@ -34,6 +34,14 @@ class Domain:
     def manifest_sha256(self) -> str:
         return hashlib.sha256(json.dumps(self.data.manifest, sort_keys=True).encode()).hexdigest()
 
+    @property
+    def content_sha256(self) -> str:
+        """What the scores depend on: the shards' sha256 and every task's per-model weights (the manifest
+        also holds timestamps and counts that change without the data changing)."""
+        shards = sorted(v["sha256"] for v in self.data.manifest.get("shards", {}).values())
+        weights = {k: self.data.tasks[k].get("model_weights") for k in self.data.task_keys}
+        return hashlib.sha256(json.dumps([shards, weights, len(self.data)], sort_keys=True).encode()).hexdigest()
+
     def programs(self, part: TrainingData | None = None, labeled: bool = True) -> Programs:
         part = self.train if part is None else part
         return Programs(part.batch, part.groups, part.y if labeled else None)

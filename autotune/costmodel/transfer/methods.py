@@ -127,16 +127,20 @@ class MTL(_Trained):
 
     ``from_source`` starts trunk and both heads from the source model (cheap); False trains a fresh
     network of the same hyperparameters (TLP's setting; needs many more ``steps``). ``replay``: at most
-    this many source programs (whole tasks, random)."""
+    this many source programs (whole tasks, random); each step reads ``aux_groups`` source tasks of at most
+    ``aux_group_size`` programs."""
 
     name = "mtl"
 
     def __init__(self, steps: int = 300, lr_scale: float = 0.5, source_weight: float = 1.0, replay: int = 4000,
-                 from_source: bool = True, seed: int = 0, num_threads: int = 1) -> None:
+                 from_source: bool = True, aux_groups: int = 4, aux_group_size: int = 32, seed: int = 0,
+                 num_threads: int = 1) -> None:
         super().__init__(steps=steps, lr_scale=lr_scale, seed=seed, num_threads=num_threads)
         self.source_weight = source_weight
         self.replay = replay
         self.from_source = from_source
+        self.aux_groups = aux_groups
+        self.aux_group_size = aux_group_size
 
     def supports(self, model):
         cls = model if isinstance(model, type) else type(model)
@@ -162,7 +166,7 @@ class MTL(_Trained):
         h = source_model.n_heads if hasattr(source_model, "n_heads") else 1
         bg = source_model.batch_groups
         streams = [rank_stream(inputs.target, slice(h, 2 * h), batch_groups=bg),
-                   rank_stream(replay, slice(0, h), weight=self.source_weight, batch_groups=bg)]
+                   rank_stream(replay, slice(0, h), self.source_weight, self.aux_groups, self.aux_group_size)]
         history = train_streams(source_model, two, streams, steps=self.steps, lr=lr, seed=self.seed,
                                 num_threads=self.num_threads)
         return new_like(source_model, two.target_net(), {"transfer": self.name, **history})
@@ -179,7 +183,8 @@ class CKD(_Trained):
     (``_torch.listwise_distill_loss``). XGBoost: ``rounds`` boosting rounds from the source booster on the
     target groups plus pseudo-labelled groups (the teacher's rank within each replay / unlabeled task),
     weighted like the KL terms. ``replay`` / ``unlabeled_max`` cap how many programs of each pool are used
-    (whole tasks, random).
+    (whole tasks, random); each step reads ``aux_groups`` tasks of at most ``aux_group_size`` programs of
+    each pool.
 
     The two distillation terms do different jobs: on source replay the teacher is right (it keeps the
     source from being forgotten); on unlabeled target programs it is right only as far as the hardware
@@ -188,8 +193,9 @@ class CKD(_Trained):
     name = "ckd"
 
     def __init__(self, steps: int = 300, lr_scale: float = 0.5, distill_weight: float = 1.0,
-                 unlabeled_weight: float = 0.5, tau: float = 0.5, replay: int = 4000, unlabeled_max: int = 4000, aux_groups: int = 4, rounds: int = 100,
-                 seed: int = 0, num_threads: int = 1) -> None:
+                 unlabeled_weight: float = 0.5, tau: float = 0.5, replay: int = 4000, unlabeled_max: int = 4000,
+                 aux_groups: int = 4, aux_group_size: int = 32, rounds: int = 100, seed: int = 0,
+                 num_threads: int = 1) -> None:
         super().__init__(steps=steps, lr_scale=lr_scale, seed=seed, num_threads=num_threads)
         self.rounds = rounds
         self.distill_weight = distill_weight
@@ -198,6 +204,7 @@ class CKD(_Trained):
         self.replay = replay
         self.unlabeled_max = unlabeled_max
         self.aux_groups = aux_groups
+        self.aux_group_size = aux_group_size
 
     def supports(self, model):
         cls = model if isinstance(model, type) else type(model)
@@ -234,7 +241,8 @@ class CKD(_Trained):
         net = self._copy_net(source_model)
         heads = slice(None)
         streams = [rank_stream(inputs.target, heads, batch_groups=source_model.batch_groups)]
-        streams += [distill_stream(p, s, heads, w, self.tau, self.aux_groups) for (p, w), s in zip(pools, teacher)]
+        streams += [distill_stream(p, s, heads, w, self.tau, self.aux_groups, self.aux_group_size)
+                    for (p, w), s in zip(pools, teacher)]
         history = train_streams(source_model, net, streams, steps=self.steps, lr=source_model.lr * self.lr_scale,
                                 seed=self.seed, num_threads=self.num_threads)
         return new_like(source_model, net, {"transfer": self.name, **history})
