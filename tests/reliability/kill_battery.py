@@ -193,9 +193,12 @@ def _journal_rows(folder: str) -> int:
 def markdown(results: list[dict], command: str) -> str:
     lines = ["# Reliability: kill battery", "",
              f"Reproduce: `{command}` (2-core machine, shared with a background collection).", "",
-             "Each cycle SIGKILLs the main process after a random delay, then reads the work dir / dataset; ",
-             "the next cycle resumes it. `lost` = rows on disk before the kill that are gone after; ",
-             "`phase` = the last line of the run's log at the moment of the kill.", ""]
+             "Each cycle SIGKILLs the main process after a random delay, then reads the work dir / dataset; "
+             "the next cycle resumes it. `lost` = rows on disk before the kill that are gone after; "
+             "`duplicates` = rows written twice (same workload/task, trace and timing); `where` = the phase "
+             "the kill landed in, from the last line of the run's log (a line older than the run: start-up); "
+             "`orphaned workers` = TVM worker processes alive 1 s after the kill. Tune: the `tiny` zoo model "
+             "(5 tasks); collect: `tiny_mlp`'s 2 tasks.", ""]
     for res in results:
         s = res["summary"]
         lines += [f"## {res['kind']}", "", "| summary | value |", "|---|---|"]
