@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -84,6 +85,11 @@ def classify(phase: str, started: float | None = None) -> str:
     compile, benchmark, collection pool extraction or measuring."""
     if not phase:
         return "start-up"
+    if not phase[:4].isdigit():  # a continuation line (a warning printed while the model is imported)
+        return "start-up"
+    done = re.search(r"tuning \S+: (\d+)/(\d+) trials", phase)
+    if done and done.group(1) == done.group(2):
+        return "compile/benchmark"  # no trials left: after this line the run compiles and times
     if started is not None:
         try:
             stamp = time.mktime(time.strptime(phase[:19], "%Y-%m-%d %H:%M:%S"))
@@ -92,7 +98,8 @@ def classify(phase: str, started: float | None = None) -> str:
         except ValueError:
             pass
     text = phase.lower()
-    for key, name in (("task pool", "task-pool extraction"), ("compil", "compile"), ("latency", "benchmark"),
+    for key, name in (("tuning curve", "finishing (report written)"), ("report:", "finishing (report written)"),
+                      ("task pool", "task-pool extraction"), ("compil", "compile"), ("latency", "benchmark"),
                       ("numerics", "benchmark"), ("tuning", "search/build/run"), ("visit", "measuring"),
                       ("pass", "measuring")):
         if key in text:
@@ -220,10 +227,10 @@ def markdown(results: list[dict], command: str) -> str:
 
 
 def _write_report(out: str, results: list[dict], command: str, notes: str | None) -> None:
-    for res in results:  # kills recorded before "where" existed: a repeated last line means start-up
+    for res in results:  # a last line repeated from the previous cycle means start-up
         prev = ""
         for c in res["cycles"]:
-            if c["killed"] and "where" not in c:
+            if c["killed"] and c.get("where") != "start-up":
                 c["where"] = "start-up" if c["phase"] == prev else classify(c["phase"])
             prev = c["phase"] or prev
     text = markdown(results, command)
