@@ -94,7 +94,7 @@ def tables(summary: dict, fractions: list[float], samplers: list[str]) -> list[s
     for kind, table in summary.items():
         full = table.get("all", {}).get(1.0)
         for metric, label in (("top1", "top-1"), ("top5", "top-5"), ("pairwise", "pairwise accuracy")):
-            head = ["sampler"] + [f"{f:.0%}" for f in fractions]
+            head = ["sampler"] + [f"{f:.0%}" for f in fractions] + ["100%"]
             lines += [
                 f"### `{kind}`: held-out mean {label} (mean ± sd over seeds)",
                 "",
@@ -104,55 +104,72 @@ def tables(summary: dict, fractions: list[float], samplers: list[str]) -> list[s
             for s in samplers:
                 if s in table:
                     cells = [_cell(table[s].get(f), metric) for f in fractions]
-                    lines.append("| " + " | ".join([s, *cells]) + " |")
+                    lines.append("| " + " | ".join([s, *cells, ""]) + " |")
             lines += [
-                f"| 100% (all {full['programs'] if full else '?'} programs) | {_cell(full, metric)} |"
-                + " |" * (len(fractions) - 1),
+                f"| all {full['programs'] if full else '?'} programs |"
+                + " |" * len(fractions)
+                + f" {_cell(full, metric)} |",
                 "",
             ]
     return lines
 
 
 def plot(summary: dict, fractions: list[float], path: str) -> None:
+    """Rows: top-1 (noisy: a few heavy tasks' single picks) and pairwise accuracy; one column per cost model."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     kinds = list(summary)
     if not kinds:
         return
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4.2), squeeze=False)
-    for ax, kind in zip(axes[0], kinds):
+    names = sorted({s for t in summary.values() for s in t if s != "all"})
+    colors = {s: plt.cm.tab10(i % 10) for i, s in enumerate(names)}
+    fig, axes = plt.subplots(2, len(kinds), figsize=(5.5 * len(kinds), 8), squeeze=False)
+    for col, kind in enumerate(kinds):
         table = summary[kind]
-        for s, cells in table.items():
-            if s == "all":
-                continue
-            fs = [f for f in fractions if f in cells]
-            if not fs:
-                continue
-            mean = np.array([cells[f]["top1"] for f in fs])
-            sd = np.nan_to_num(np.array([cells[f]["top1_sd"] for f in fs]))
-            ax.errorbar(
-                fs, mean, yerr=sd, marker="o", ms=4, capsize=3, label=s, lw=2.2 if s == "rdu" else 1.2
-            )
-        full = table.get("all", {}).get(1.0)
-        if full:
-            ax.axhline(full["top1"], color="k", ls="--", lw=1, label=f"100% ({full['top1']:.3f})")
-            if not np.isnan(full["top1_sd"]):
-                ax.axhspan(
-                    full["top1"] - full["top1_sd"], full["top1"] + full["top1_sd"], color="k", alpha=0.08
+        for row, (metric, label) in enumerate((("top1", "top-1"), ("pairwise", "pairwise accuracy"))):
+            ax = axes[row][col]
+            for s in names:
+                cells = table.get(s, {})
+                fs = [f for f in fractions if f in cells]
+                if not fs:
+                    continue
+                mean = np.array([cells[f][metric] for f in fs])
+                sd = np.nan_to_num(np.array([cells[f][metric + "_sd"] for f in fs]))
+                ax.errorbar(
+                    fs,
+                    mean,
+                    yerr=sd,
+                    marker="o",
+                    ms=4,
+                    capsize=3,
+                    label=s,
+                    color=colors[s],
+                    lw=2.4 if s in ("rdu", "random") else 1.0,
+                    ls="-" if s in ("rdu", "random") else ":",
                 )
-        ax.set_xscale("log")
-        ax.set_xticks(fractions)
-        ax.set_xticklabels([f"{f:.0%}" for f in fractions])
-        ax.set_xlabel("share of the training pool measured")
-        ax.set_ylabel("held-out mean top-1")
-        ax.set_title(f"{kind}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+            full = table.get("all", {}).get(1.0)
+            if full:
+                ax.axhline(
+                    full[metric], color="k", ls="--", lw=1, label=f"100% ({full[metric]:.3f}, n={full['n']})"
+                )
+                if not np.isnan(full[metric + "_sd"]):
+                    lo, hi = full[metric] - full[metric + "_sd"], full[metric] + full[metric + "_sd"]
+                    ax.axhspan(lo, hi, color="k", alpha=0.08)
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticks(fractions)
+            ax.set_xticklabels([f"{f:.0%}" for f in fractions])
+            ax.set_xlabel("share of the training pool measured")
+            ax.set_ylabel(f"held-out mean {label} (mean ± sd over seeds)")
+            ax.set_title(f"{kind}: {label}")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -223,22 +240,34 @@ def write_report(runs: list[dict], wanted: list[tuple], args, pool_programs: int
                 )
         lines.append(f"| {name} | {share} | {claim} | {'; '.join(here) or '–'} |")
     if missing:
-        by_kind: dict[str, int] = {}
-        for j in missing:
-            by_kind[j[3]] = by_kind.get(j[3], 0) + 1
+        gaps: dict[tuple, dict[float, list[int]]] = {}
+        for sampler, frac, seed, kind in missing:
+            gaps.setdefault((kind, sampler), {}).setdefault(float(frac), []).append(seed)
+        parts = []
+        for (kind, sampler), by_frac in sorted(gaps.items()):
+            n_wanted = sum(1 for j in wanted if (j[3], j[0]) == (kind, sampler))
+            if sum(len(v) for v in by_frac.values()) == n_wanted:
+                parts.append(f"{kind} {sampler}: all")
+            else:
+                parts.append(
+                    f"{kind} {sampler}: "
+                    + ", ".join(
+                        f"{f:.0%} seed {'/'.join(map(str, sorted(v)))}" for f, v in sorted(by_frac.items())
+                    )
+                )
         lines += [
             "",
             f"## Not run yet ({len(missing)} of {len(wanted)} runs)",
             "",
-            ", ".join(f"{k}: {n}" for k, n in by_kind.items())
-            + ". First missing: "
-            + "; ".join(f"{j[3]} {j[0]} {j[1]:.0%} seed {j[2]}" for j in missing[:12])
-            + ". Rerun the command to continue (done runs are skipped).",
+            "; ".join(parts) + ".",
+            "",
+            "Rerun the command to continue (done runs are skipped).",
         ]
     lines += [
         "",
-        f"Reproduce: `{command}` (commit {str(git_commit())[:10]}). Raw runs: `runs.jsonl`, summary: "
-        "`active_learning.json`.",
+        f"Reproduce: `make experiments-active-learning` (python experiments/active_learning/run.py; "
+        f"`--deadline-min N` stops starting fits after N minutes). These tables: `{command}`, commit "
+        f"{str(git_commit())[:10]}. Raw runs: `runs.jsonl`, summary: `active_learning.json`.",
         "",
     ]
     with open(os.path.join(args.out, "README.md"), "w", encoding="utf-8") as f:
