@@ -140,13 +140,7 @@ class ActiveCollection:
     ) -> dict:
         """The dataset's tasks (filtered and ordered as ``Collector.run`` does), pool, rounds."""
         c = self.collector
-        tasks = list(c.writer.known_tasks().values())
-        if only_keys is not None:
-            tasks = [t for t in tasks if t["key"] in only_keys]
-        if only_models:
-            tasks = [t for t in tasks if any(m in only_models for m in t["models"])]
-        tasks.sort(key=lambda t: (t["source"] != "zoo", -t["flops"] * t["weight"]))
-        tasks = tasks[:max_tasks] if max_tasks else tasks
+        tasks = c.select_tasks(max_tasks, only_models, only_keys)
         by_key = {t["key"]: t for t in tasks}
         measured_rows = _dataset_rows(c.root)  # task key -> [(trace, run_secs)]
         keys, traces, feats, offsets = self._pool(tasks, measured_rows, deadline)

@@ -84,17 +84,21 @@ class Collector:
             measured.setdefault(key, []).append((trace, secs))
         return measured
 
-    def run(self, programs_per_task: int, pass_size: int = 32, random_fraction: float = 0.5,
-            max_tasks: int | None = None, only_models=None, deadline: float | None = None,
-            only_keys: set[str] | None = None) -> None:
+    def select_tasks(self, max_tasks: int | None = None, only_models=None, only_keys=None) -> list[dict]:
+        """The dataset's tasks to visit: filtered by key / model, zoo first, heaviest (FLOPs x weight) first."""
         tasks = list(self.writer.known_tasks().values())
         if only_keys is not None:
             tasks = [t for t in tasks if t["key"] in only_keys]
         if only_models:
             tasks = [t for t in tasks if any(m in only_models for m in t["models"])]
-        tasks.sort(key=lambda t: (t["source"] != "zoo", -t["flops"] * t["weight"]))
-        if max_tasks:
-            tasks = tasks[:max_tasks]
+        tasks.sort(key=lambda t: (t["source"] != "zoo", -t["flops"] * max(t.get("model_weights", {}).values(),
+                                                                           default=t["weight"])))
+        return tasks[:max_tasks] if max_tasks else tasks
+
+    def run(self, programs_per_task: int, pass_size: int = 32, random_fraction: float = 0.5,
+            max_tasks: int | None = None, only_models=None, deadline: float | None = None,
+            only_keys: set[str] | None = None) -> None:
+        tasks = self.select_tasks(max_tasks, only_models, only_keys)
         self._measured_rows = self._load_measured()
         counts = {key: len(rows) for key, rows in self._measured_rows.items()}
         total = programs_per_task * len(tasks)
