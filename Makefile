@@ -12,7 +12,7 @@ TARGET ?= llvm
 DATASET ?= datasets/cpu-znver3-2c
 PROGRAMS ?= 100
 
-.PHONY: setup tune test test-fast lint bench clean-venv collect gpu-bundle features train-costmodel tune-costmodel-hparams \
+.PHONY: setup tune test test-slow test-fast lint bench clean-venv collect gpu-bundle features train-costmodel tune-costmodel-hparams \
 	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer \
 	transfer-costmodel experiments-transfer experiments-transfer-quick \
 	experiments-active-learning experiments-active-learning-quick
@@ -35,8 +35,12 @@ $(VENV_STAMP): pyproject.toml
 tune: setup
 	$(PY) -m autotune.tune --model $(MODEL) --target $(TARGET) --trials $(TRIALS)
 
+# The README's test command (<= 10 min here): everything but the cases marked slow, which CI runs too
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not tvm and not slow"

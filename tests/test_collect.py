@@ -108,6 +108,7 @@ def test_sigterm_stops_after_the_batch_and_records_the_run(tmp_path):
     assert not open(os.path.join(out, "journal.jsonl")).read().strip()  # compacted into a shard
 
 
+@pytest.mark.slow
 def test_transfer_set_on_another_target_keeps_the_same_tasks(tmp_path, cli):
     """--same-tasks-as: a second target (x86-64-v2, 1 core) measures only the tasks of a reference dataset."""
     from autotune.data.store import DatasetWriter

@@ -19,6 +19,7 @@ def tracker():
         yield addr, key
 
 
+@pytest.mark.slow
 def test_collect_through_rpc(tmp_path, cli, tracker):
     addr, key = tracker
     out = str(tmp_path / "ds")
@@ -33,6 +34,7 @@ def test_collect_through_rpc(tmp_path, cli, tracker):
     assert run["programs"] == 8 and run["run_s"] > 0
 
 
+@pytest.mark.slow
 def test_tune_through_rpc(tmp_path, cli, tracker):
     addr, key = tracker
     wd = str(tmp_path / "wd")

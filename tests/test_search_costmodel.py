@@ -87,7 +87,8 @@ USED = {
 }
 
 
-@pytest.mark.parametrize("kind", list(USED))
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=[] if k in ("ms-xgb", "seq") else [pytest.mark.slow])
+                                  for k in USED])
 def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, kind):
     """Fails on a silent fallback: the report's cost-model fields come from the object the search called."""
     models_dir, hw = pretrained

@@ -24,7 +24,7 @@ def test_enough_cases():
     assert len(CASES) >= 40 and len({c.name for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=[pytest.mark.tvm] if c.tvm else [])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=[pytest.mark.tvm, pytest.mark.slow] if c.tvm else [])
                                   for c in CASES])
 def test_bad_input(case, fixtures):
     f, full = fixtures

@@ -56,6 +56,7 @@ def test_journal_equal_in_size_but_different_is_kept(tmp_path):
 
 
 @pytest.mark.tvm
+@pytest.mark.slow
 def test_collect_killed_while_extracting_the_pool_extracts_again(tmp_path, cli):
     """A kill between two tasks of the pool extraction left a dataset with part of its pool; the
     resume used to take it as complete (and never measure the missing tasks)."""

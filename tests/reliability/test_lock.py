@@ -91,6 +91,7 @@ def test_dropped_lock_is_released(tmp_path):
 
 
 @pytest.mark.tvm
+@pytest.mark.slow
 def test_second_tune_on_a_held_work_dir(tmp_path, cli):
     """A real second ``autotune.tune`` on a work dir another process holds: one line, exit 2, and the
     holder's files are not touched (no work-dir metadata, no database written)."""

@@ -77,6 +77,7 @@ def test_server_that_never_registers(bare_tracker):
     assert 3 <= time.time() - t0 < 15
 
 
+@pytest.mark.slow
 def test_registered_server_passes():
     from autotune.tvmrt.farm import local_farm
     from autotune.tvmrt.measure import RPCSettings, check_rpc
