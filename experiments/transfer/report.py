@@ -90,6 +90,7 @@ def markdown(agg: dict, meta: dict) -> str:
         for kind in kinds:
             for metric, title, signed in (("top1", "target held-out top-1", False),
                                           ("top5", "target held-out top-5", False),
+                                          ("pairwise", "target held-out pairwise accuracy", False),
                                           ("forgetting_top1", "source forgetting (top-1 before - after)", True)):
                 lines += [f"### {pair}, {kind}: {title} (mean ± sd (seeds))", "",
                           "| method | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
@@ -107,7 +108,7 @@ def markdown(agg: dict, meta: dict) -> str:
                   "a bootstrap ensemble of small XGBoost models trained on the source).", "",
                   "| pair | kind | method | programs chosen by | top-1 | top-5 | forgetting |", "|---|---|---|---|---|---|---|"]
         for pair, kinds in agg.items():
-            for kind in kinds:
+            for kind in (k for k in kinds if any("[" in label for label in kinds[k])):
                 for method in (m for m in METHOD_ORDER if m != "zero-shot"):
                     for sampler in ["task batches (default)"] + meta["samplers"]:
                         label = method if sampler.startswith("task batches") else f"{method} [{sampler}]"
@@ -155,7 +156,8 @@ def plot(agg: dict, meta: dict, out: str) -> list[str]:
                     y = [s["mean"] for _, s in pts]
                     e = [s["sd"] for _, s in pts]
                     style = "--" if method == "zero-shot" else "-"
-                    ax.errorbar(x, y, yerr=e, label=method, linestyle=style, marker="o", ms=3, capsize=2)
+                    ax.errorbar(x, y, yerr=e, label=method, linestyle=style, marker="o", ms=3, capsize=2,
+                                color=f"C{METHOD_ORDER.index(method)}")  # one colour per method in every panel
                 ax.set_xscale("log")
                 ax.set_xticks([100 * f for f in fr], [f"{100 * f:g}%" for f in fr])
                 ax.minorticks_off()

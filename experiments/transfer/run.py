@@ -37,7 +37,7 @@ from autotune.errors import UserError  # noqa: E402
 
 PAIRS = "datasets/cpu-znver3-2c:datasets/cpu-x86-64-v2-1c"
 QUICK_PAIRS = "experiments/transfer/data/cpu-znver3-2c:experiments/transfer/data/cpu-x86-64-v2-1c"
-KINDS = "xgb,ms-mlp,seq"
+KINDS = "xgb,seq"  # ms-mlp runs every method too (--kinds xgb,seq,ms-mlp); left out of the default for time
 METHODS = "zero-shot,scratch,finetune,mtl,ckd"
 FRACTIONS = "0.01,0.05,0.1,0.25,1.0"
 HELD_OUT = ["resnet50", "mobilenet_v2", "bert_base"]
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
                     "(autotune.costmodel.sampling; '' for none)")
     ap.add_argument("--sampler-fraction", type=float, default=0.1)
     ap.add_argument("--sampler-methods", default="scratch,finetune,ckd")
-    ap.add_argument("--sampler-kinds", default="xgb,ms-mlp")
+    ap.add_argument("--sampler-kinds", default="xgb")
     ap.add_argument("--max-minutes", type=float, default=None, help="start no new run after this long")
     ap.add_argument("--quick", action="store_true", help="CI: the committed slice, small budgets, 1 seed")
     ap.add_argument("--summarize-only", action="store_true", help="tabulate runs.jsonl, start none")
