@@ -93,6 +93,7 @@ def test_corrupt_shard_gives_clear_error(tmp_path, cli):
     assert "part-00000.parquet" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_stops_after_the_batch_and_records_the_run(tmp_path):
     out = str(tmp_path / "ds")
     proc = subprocess.Popen([sys.executable, *CMD, "--out", out, "--programs-per-task", "200"], cwd=ROOT,

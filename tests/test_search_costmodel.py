@@ -108,6 +108,7 @@ def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, kind):
     assert report["numerics"]["max_rel_error"] < 1e-4
 
 
+@pytest.mark.slow
 def test_tune_tiny_with_optuna_strategy(cli, tmp_path):
     wd = str(tmp_path / "wd")
     res = cli("autotune.tune", "--model", "tiny_mlp", "--trials", "16", "--trials-per-round", "8",

@@ -83,6 +83,7 @@ def _runner(*args, timeout=600):
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_experiment_resumes_and_redoes_a_torn_line(tmp_path):
     args = ["--quick", "--kinds", "xgb", "--methods", "zero-shot,finetune", "--fractions", "0.5", "--out", str(tmp_path)]
     first = _runner(*args)

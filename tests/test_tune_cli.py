@@ -160,6 +160,7 @@ def test_work_dir_from_another_model_is_refused(cli, tmp_path):
     assert "resnet18" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_tune_saved_pt2_program(cli, tmp_path):
     import torch
 
