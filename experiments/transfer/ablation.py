@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     weights = [tuple(float(x) for x in w.split("/")) for w in args.weights.split(",")]
     for kind in args.kinds.split(","):
         source, _ = source_model(kind, src, os.path.join(ROOT, "models"), args.out, False, HELD_OUT, print)
-        before = scores(source, src)["mean"]["top1"]
+        before = scores(source, src)["mean"]
         for seed in range(args.seeds):
             measured, unlabeled, _ = dst.measured_share(args.fraction, seed)
             inputs = TransferInputs(target=measured, source=src.programs(), unlabeled=unlabeled)
@@ -75,7 +75,8 @@ def main(argv=None) -> int:
                     model = create("ckd", **params).transfer(source, inputs)
                 target, after = scores(model, dst), scores(model, src)
                 row = {"pair": pair, "kind": kind, "fraction": args.fraction, "seed": seed, "weights": list(w),
-                       "target": target, "forgetting_top1": before - after["mean"]["top1"],
+                       "target": target, "forgetting_top1": before["top1"] - after["mean"]["top1"],
+                       "forgetting_pairwise": before["pairwise"] - after["mean"]["pairwise"],
                        "fit_seconds": time.time() - t0, "params": params}
                 append_run(path, row)
                 rows.append(row)

@@ -32,6 +32,8 @@ def aggregate(runs: list[dict]) -> dict:
         cell["top5"].append(r["target"]["mean"]["top5"])
         cell["pairwise"].append(r["target"]["mean"]["pairwise"])
         cell["forgetting_top1"].append(r["forgetting_top1"])
+        if "forgetting_pairwise" in r:  # runs before 2026-12-03 17:00 recorded top-1 forgetting only
+            cell["forgetting_pairwise"].append(r["forgetting_pairwise"])
         cell["fit_seconds"].append(r["fit_seconds"])
         cell["measured_programs"].append(r["measured_programs"])
         for model, v in r["target"].items():
@@ -91,7 +93,11 @@ def markdown(agg: dict, meta: dict) -> str:
             for metric, title, signed in (("top1", "target held-out top-1", False),
                                           ("top5", "target held-out top-5", False),
                                           ("pairwise", "target held-out pairwise accuracy", False),
-                                          ("forgetting_top1", "source forgetting (top-1 before - after)", True)):
+                                          ("forgetting_top1", "source forgetting (top-1 before - after)", True),
+                                          ("forgetting_pairwise", "source forgetting (pairwise before - after)", True)):
+                if metric == "forgetting_pairwise" and not any(
+                        (_get(agg, pair, kind, m, f, metric) or {}).get("n") for m in kinds[kind] for f in order):
+                    continue
                 lines += [f"### {pair}, {kind}: {title} (mean ± sd (seeds))", "",
                           "| method | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
                 for method in METHOD_ORDER:

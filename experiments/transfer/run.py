@@ -315,7 +315,7 @@ def _main(args, argv) -> int:
                 stopped = True
                 continue
             if kind not in before:
-                before[kind] = scores(source, src)["mean"]["top1"]
+                before[kind] = scores(source, src)["mean"]
             if sampler is None:
                 measured, unlabeled, _ = dst.measured_share(fraction or 1.0, seed)  # zero-shot reads none
             else:
@@ -327,8 +327,9 @@ def _main(args, argv) -> int:
             target, after = scores(model, dst), scores(model, src)
             row = {**key, "params": params, "measured_programs": len(measured),
                    "measured_tasks": int(len(np.unique(measured.groups))), "target": target,
-                   "source_before_top1": before[kind], "source_after_top1": after["mean"]["top1"],
-                   "forgetting_top1": before[kind] - after["mean"]["top1"], "fit_seconds": fit_s,
+                   "source_before_top1": before[kind]["top1"], "source_after_top1": after["mean"]["top1"],
+                   "forgetting_top1": before[kind]["top1"] - after["mean"]["top1"],
+                   "forgetting_pairwise": before[kind]["pairwise"] - after["mean"]["pairwise"], "fit_seconds": fit_s,
                    "history": getattr(model, "history_", None), "loadavg": loadavg(),
                    "git_commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             append_run(runs_path, row)
