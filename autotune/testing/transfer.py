@@ -8,7 +8,6 @@ method and every cost-model kind it supports. No TVM; seconds per case.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from autotune.costmodel.inputs import N_STORE_FEATS, ProgramBatch, normalized_th
 from autotune.costmodel.metrics import pairwise_accuracy
 from autotune.costmodel.transfer import REGISTRY, Programs, TransferError, TransferInputs, method_class
 from autotune.costmodel.transfer import create as create_method
+from autotune.testing.programs import tile_program
 
 KINDS = ("xgb", "seq", "ms-mlp")
 SOURCE_PARAMS = {"xgb": {"n_estimators": 60}, "seq": {"epochs": 12, "num_threads": 1},
@@ -45,17 +45,10 @@ def synthetic_programs(tasks, per_task: int, rng) -> tuple[ProgramBatch, np.ndar
     traces, feats, offsets, tile, groups = [], [], [0], [], []
     for t in tasks:
         for _ in range(per_task):
-            a, b = int(2 ** rng.integers(0, 7)), int(2 ** rng.integers(0, 7))
-            traces.append(json.dumps([[["SamplePerfectTile", ["l1"], [2, 64], ["v2", "v3"]],
-                                       ["Split", ["l1", ["v2", "v3"]], [], ["l4", "l5"]],
-                                       ["Annotate", ["b0", "v6"], ["meta_schedule.parallel"], []]],
-                                      [[0, [a, b]]]]))
-            n_store = 1 + t % 3
-            f = np.zeros((n_store, N_STORE_FEATS), np.float32)
-            f[:, 1:12] = rng.random((n_store, 11))
-            f[:, 0] = np.log2(a + 1)
+            a, trace, f = tile_program(rng, t)
+            traces.append(trace)
             feats.append(f)
-            offsets.append(offsets[-1] + n_store)
+            offsets.append(offsets[-1] + len(f))
             tile.append(a)
             groups.append(t)
     batch = ProgramBatch.from_traces(traces, np.concatenate(feats), np.array(offsets))
