@@ -119,6 +119,23 @@ def test_resume_after_kill(tmp_path):
     assert len(_records(wd)) == total
 
 
+def test_resumed_run_measures_nothing_twice(tmp_path):
+    """MetaSchedule's search only remembers what it measured itself: resumed with the same seed it proposes
+    the first run's programs again. They must not be measured or committed twice (stock TVM would count them
+    twice toward the trials; ``db check`` reports them)."""
+    from autotune.db import scan_database
+
+    wd = str(tmp_path / "wd")
+    cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "16",
+           "--trials-per-round", "4", "--work-dir", wd, "--skip-untuned"]
+    for total in ("16", "48"):
+        res = subprocess.run(cmd[:6] + [total] + cmd[7:], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+    scan = scan_database(wd)
+    assert not [str(i) for i in scan.issues], [str(i) for i in scan.issues]
+    assert len(scan.record_lines) == 48 and _report(wd)["trials"]["in_database"] == 48
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [

@@ -10,6 +10,7 @@ every task, then rounds go to the task with the largest expected gain
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -27,11 +28,12 @@ from autotune.frontend.relax import Task  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
 from autotune.tuning.config import SearchConfig  # noqa: E402  (re-exported: callers import it from here)
 from autotune.tuning.costmodels import Resolved  # noqa: E402
-from autotune.tvmrt.database import FAILED_RUN_SECS, record_latency  # noqa: E402
+from autotune.tvmrt.database import FAILED_RUN_SECS, record_latency, to_py  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
 from autotune.tvmrt.target import target_cores  # noqa: E402
 
 logger = logging.getLogger(__name__)
+MAX_REPEAT_ROUNDS = 3  # rounds of nothing new before a task gives its budget up
 
 
 @dataclass
@@ -46,6 +48,11 @@ class TaskState:
     history: list[float] = field(default_factory=list)  # best latency after each round
     done: bool = False
     started: bool = False  # pre_tuning called
+    # trace key -> run_secs of every record of this task in the database: MetaSchedule's evolutionary search
+    # only remembers what it measured itself ("TODO: add records from the database to avoid re-measuring"),
+    # so a resumed run would measure and commit the same programs again
+    measured: dict = field(default_factory=dict)
+    repeat_rounds: int = 0  # consecutive rounds that proposed only programs already measured
 
     def gain(self) -> float:
         """Expected saving of one more round: weight x best x recent relative improvement."""
@@ -86,6 +93,11 @@ def search_logger(work_dir: str) -> logging.Logger:
     log.setLevel(logging.DEBUG)
     log.propagate = False
     return log
+
+
+def trace_key(trace) -> str:
+    """The identity of a program inside its task, as the database stores it (``db check`` compares the same)."""
+    return json.dumps(to_py(trace.as_json()), separators=(",", ":"))
 
 
 def records_by_workload(database) -> dict[int, list]:
@@ -191,6 +203,7 @@ class _TuneRun:
         state = TaskState(task, ctx, budget=max(per_task_cap - len(records), 0), trials=len(records))
         state.best_s = min(lat) if lat else None
         state.failures = len(records) - len(lat)
+        state.measured = {trace_key(r.trace): list(r.run_secs or []) for r in records}
         if state.best_s is not None:
             state.history.append(state.best_s)
         return state
@@ -227,18 +240,46 @@ class _TuneRun:
             state.done = True
             return 0
         candidates = list(candidates)[: self._cap(state)]
-        outcomes, _builder_results, runner_results = self.measurer.measure(candidates)
-        if self.stats.first_measured_at is None:
+        fresh = [c for c in candidates if trace_key(c.sch.trace) not in state.measured]
+        outcomes, runner_results = [], []
+        if fresh:
+            outcomes, _builder_results, runner_results = self.measurer.measure(fresh)
+        if fresh and self.stats.first_measured_at is None:
             self.stats.first_measured_at = time.time()
         t0 = time.perf_counter()
-        state.ctx.notify_runner_results(candidates, runner_results)
+        results = self._with_repeats(state, candidates, fresh, runner_results)
+        state.ctx.notify_runner_results(candidates, results)  # one call, in the search's order
         if self.model is not None:
-            self.model.update(state.ctx, candidates, runner_results)
+            self.model.update(state.ctx, candidates, results)
         self.stats.search_s += time.perf_counter() - t0
-        _commit(self.database, state, candidates, outcomes, self.target)
+        if not fresh:  # the search keeps proposing what earlier runs measured: its space is used up
+            state.repeat_rounds += 1
+            state.done = state.repeat_rounds >= MAX_REPEAT_ROUNDS
+            return 0
+        state.repeat_rounds = 0
+        _commit(self.database, state, fresh, outcomes, self.target)
         if self.on_measured is not None:
-            self.on_measured(state, candidates, outcomes)
-        return len(candidates)
+            self.on_measured(state, fresh, outcomes)
+        return len(fresh)
+
+    @staticmethod
+    def _with_repeats(state: TaskState, candidates: list, fresh: list, fresh_results: list) -> list:
+        """Runner results for every candidate: measured now, or (a program an earlier run measured: not
+        measured or committed again) the stored run times, what a measurement would have told the search."""
+        if len(fresh) == len(candidates):
+            return list(fresh_results)
+        by_id = {id(c): r for c, r in zip(fresh, fresh_results)}
+        results = []
+        for cand in candidates:
+            if id(cand) in by_id:
+                results.append(by_id[id(cand)])
+                continue
+            secs = [float(getattr(x, "value", x)) for x in state.measured[trace_key(cand.sch.trace)]]
+            ok = bool(secs) and min(secs) < FAILED_RUN_SECS
+            results.append(ms.runner.RunnerResult(secs if ok else None, None if ok else "failed in an earlier run"))
+        logger.debug("%s: %d proposed programs were measured by an earlier run; not measured again",
+                     state.task.name, len(candidates) - len(fresh))
+        return results
 
     def _cap(self, state: TaskState) -> int:
         cap = min(self.remaining, state.budget)
@@ -269,6 +310,7 @@ def _commit(database, state: TaskState, candidates, outcomes, target) -> None:
     workload = database.commit_workload(state.task.mod)
     for cand, outcome in zip(candidates, outcomes):
         secs = outcome.run_secs if outcome.ok else [FAILED_RUN_SECS]
+        state.measured[trace_key(cand.sch.trace)] = list(secs)
         database.commit_tuning_record(
             ms.database.TuningRecord(cand.sch.trace, workload, secs, target, cand.args_info)
         )
