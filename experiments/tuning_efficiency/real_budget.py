@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -51,8 +52,16 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int) 
             "--skip-untuned", "--bench-rounds", "3"]
 
 
-def run_arm(arm: str, model: str, seed: int, root: str, trials_per_task: int, rounds: int, start: bool) -> dict | None:
-    wd = os.path.join(root, model, arm.replace(":", "-"), f"seed{seed}")
+def run_arm(arm: str, model: str, seed: int, root: str, trials_per_task: int, rounds: int, start: bool,
+            keep: str) -> dict | None:
+    """One (model, arm, seed): tune, then compile and time the snapshots. Finished runs' report.json and
+    snapshots.json are copied to ``keep/<model>/<arm>/seed<k>/`` (committed: a partial matrix survives the
+    machine; the databases under ``root`` do not travel)."""
+    rel = os.path.join(model, arm.replace(":", "-"), f"seed{seed}")
+    kept = os.path.join(keep, rel)
+    if os.path.exists(os.path.join(kept, "snapshots.json")) and os.path.exists(os.path.join(kept, "report.json")):
+        return _result(arm, model, seed, kept)
+    wd = os.path.join(root, rel)
     snap = os.path.join(wd, "snapshots.json")
     if not os.path.exists(os.path.join(wd, "report.json")):
         if not start:
@@ -71,9 +80,16 @@ def run_arm(arm: str, model: str, seed: int, root: str, trials_per_task: int, ro
                               "--rounds", str(rounds)], cwd=ROOT, capture_output=True, text=True)
         if res.returncode != 0:
             return {"model": model, "arm": arm, "seed": seed, "failed": "snapshots: " + res.stderr.strip()[-300:]}
-    with open(snap, encoding="utf-8") as f:
+    os.makedirs(kept, exist_ok=True)
+    for name in ("report.json", "snapshots.json"):
+        shutil.copyfile(os.path.join(wd, name), os.path.join(kept, name))
+    return _result(arm, model, seed, kept)
+
+
+def _result(arm: str, model: str, seed: int, folder: str) -> dict:
+    with open(os.path.join(folder, "snapshots.json"), encoding="utf-8") as f:
         snaps = json.load(f)
-    with open(os.path.join(wd, "report.json"), encoding="utf-8") as f:
+    with open(os.path.join(folder, "report.json"), encoding="utf-8") as f:
         report = json.load(f)
     return {"model": model, "arm": arm, "seed": seed, "snapshots": snaps["snapshots"],
             "wall_s": (report.get("wall_s") or {}).get("tuning"), "loadavg": report.get("loadavg_end") or report.get("loadavg"),
@@ -130,7 +146,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
     for model, arms in summary.items():
         for arm, r in arms.items():
             mine = [x for x in runs if x["model"] == model and x["arm"] == arm and "failed" not in x]
-            grid = " / ".join(f"{np.mean([m['snapshots'][i]['latency_ms'] for m in mine]):.2f}"
+            grid = " / ".join(f"{np.mean([m['snapshots'][i]['latency_ms'] for m in mine]):.4g}"
                               for i in range(min(len(m["snapshots"]) for m in mine)))
             per = ", ".join("not reached" if x is None else f"{x:.2f}x" for x in r["speedup_trials_vs_stock_per_seed"])
             lines.append(f"| {model} | {arm} | {r['seeds']} | {grid} | {r['wall_s']:.0f} | "
@@ -165,7 +181,7 @@ def main(argv=None) -> int:
         for model in args.models.split(","):
             for arm in args.arms.split(","):
                 res = run_arm(arm, model, seed, args.work_root, args.trials_per_task, args.rounds,
-                              start=not args.summarize_only)
+                              start=not args.summarize_only, keep=os.path.join(args.out, "runs"))
                 if res is not None:
                     runs.append(res)
     meta["loadavg_end"] = loadavg()

@@ -10,7 +10,11 @@ only where stock TVM 0.27 cannot run at all on these machines (shared/TVM_NOTES.
   tasks otherwise) — the same module ``autotune.tune`` tunes, so the databases are comparable;
 - the builder/runner workers get the start-up fix (``LocalBuilder(initializer=...)``, otherwise every
   build times out importing the tensor intrinsics);
-- the target is the detected host CPU (``mcpu``, cores), not generic x86-64.
+- the target is the detected host CPU (``mcpu``, cores), not generic x86-64;
+- ``num_trials_per_iter`` is at most the per-task budget (64, the default, otherwise): the gradient
+  scheduler's warm-up gives each task one full iteration in turn, so at 32 trials per task and 64 per
+  iteration the budget ends with half of the tasks never measured (their default schedules would then
+  decide the comparison, not the search).
 Writes ``report.json`` in the work dir: tasks (weights, FLOPs), trials, wall time, and the measured
 history (records in the database vs seconds since tuning started). A run that did not finish is
 started again from scratch (stock MetaSchedule does not resume a budget).
@@ -65,6 +69,7 @@ def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, n
     tasks = fe.extract_tasks(mod, target)
     fused = fe.fuse_for_tuning(mod, target)
     budget = trials_per_task * len(tasks)
+    num_trials_per_iter = min(num_trials_per_iter, trials_per_task)
     if os.path.exists(work_dir):  # an unfinished earlier run: stock MetaSchedule cannot resume a budget
         shutil.rmtree(work_dir)
     os.makedirs(work_dir)
