@@ -229,6 +229,11 @@ class LeanLocalRunner(PyRunner):
                 results.append(LocalRunnerFuture(res=[float(x) for x in fut.result()]))
             except TimeoutError:
                 results.append(LocalRunnerFuture(error_message=f"LocalRunner: Timeout after {self.timeout_sec} s"))
+            except ChildProcessError as err:  # the pool starts a new worker for the next candidate
+                results.append(LocalRunnerFuture(error_message=(
+                    f"LocalRunner: the runner process died running this candidate ({err}): the kernel crashed "
+                    "(segfault, abort) or its library did not load (unresolved symbol); the worker's own "
+                    "message, if any, is on stderr")))
             except Exception as err:  # noqa: BLE001 - the worker's exception is the result
                 results.append(LocalRunnerFuture(error_message="LocalRunner: exception\n" + str(err)))
         return results
@@ -272,13 +277,14 @@ class MeasureTimes:
 class Measurer:
     """Build + run a batch of MeasureCandidates; owns the worker pools (call ``close``)."""
 
-    def __init__(self, target, rpc: RPCSettings | None = None, build_timeout_sec: float = 60.0):
+    def __init__(self, target, rpc: RPCSettings | None = None, build_timeout_sec: float = 60.0,
+                 run_timeout_sec: float = 30.0):
         if rpc is not None:
             check_rpc(rpc)  # before any pool starts: an unreachable farm is one line, not 60 s of retries
         kind = str(target.kind.name)
         self.target = target
         self.builder = PooledBuilder(target_kind=kind, link_shared=rpc is None, timeout_sec=build_timeout_sec)
-        self.runner = make_runner(kind, rpc)
+        self.runner = make_runner(kind, rpc, timeout_sec=run_timeout_sec)
         self.device_type = "cuda" if kind == "cuda" else "cpu"
         self.times = MeasureTimes()
 
