@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--population", type=int, default=None,
                    help="evolutionary search population per round (default: autotune.tuning.config.SearchConfig)")
     p.add_argument("--search-iters", type=int, default=None, help="evolutionary search generations per round")
+    p.add_argument("--batch-selection", default="greedy",
+                   help="which proposals to measure: greedy (MetaSchedule's: best predicted + eps-greedy), or an "
+                        "active-learning sampler picking --trials-per-round of --selection-oversample times as "
+                        "many proposals: " + ", ".join(_sampler_names()))
+    p.add_argument("--selection-oversample", type=int, default=4,
+                   help="proposals per measured candidate when a sampler picks (default 4)")
     p.add_argument("--online-update", default="finetune",
                    help="how a pretrained cost model learns from this run's measurements: "
                         + "; ".join(f"{k}: {(c.__doc__ or '').strip()}" for k, c in ONLINE_UPDATES.items())
@@ -76,6 +82,12 @@ def _parse_shape(text: str | None) -> tuple[int, ...] | None:
     return shape
 
 
+def _sampler_names() -> list[str]:
+    from autotune.costmodel.sampling import REGISTRY
+
+    return list(REGISTRY)
+
+
 def config_from_args(args: argparse.Namespace) -> TuneConfig:
     """The flags, validated, as the one TuneConfig of this run (UserError names the bad flag)."""
     extra = {}
@@ -83,7 +95,8 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
         extra["population_size"] = args.population
     if args.search_iters is not None:
         extra["genetic_num_iters"] = args.search_iters
-    search = SearchConfig(num_trials_per_iter=args.trials_per_round, kind=args.strategy, **extra)
+    search = SearchConfig(num_trials_per_iter=args.trials_per_round, kind=args.strategy,
+                          batch_selection=args.batch_selection, selection_oversample=args.selection_oversample, **extra)
     return TuneConfig(
         model=args.model, target=args.target, trials=args.trials, trials_per_task=args.trials_per_task,
         work_dir=args.work_dir, seed=args.seed, cost_model=args.cost_model, cost_model_path=args.cost_model_path,

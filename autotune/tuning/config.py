@@ -35,12 +35,22 @@ class SearchConfig:
     init_measured_ratio: float = 0.2
     eps_greedy: float = 0.05
     kind: str = "evolutionary"  # --strategy
+    batch_selection: str = "greedy"  # --batch-selection: greedy or an autotune.costmodel.sampling sampler
+    selection_oversample: int = 4  # proposals per measured candidate when a sampler picks the batch
 
     def __post_init__(self) -> None:
         _positive("--trials-per-round", self.num_trials_per_iter)
         _positive("--population", self.population_size)
         _positive("--search-iters", self.genetic_num_iters)
         self.search_kind()  # unknown kind: UserError listing the valid ones
+        from autotune.tuning.selection import GREEDY, choices
+
+        if self.batch_selection not in choices():
+            raise UserError(f"--batch-selection: unknown {self.batch_selection!r}; valid: {', '.join(choices())}")
+        if self.batch_selection != GREEDY and self.kind != "evolutionary":
+            raise UserError(f"--batch-selection {self.batch_selection} picks among the evolutionary search's "
+                            f"proposals; --strategy {self.kind} has none (use --strategy evolutionary)")
+        _positive("--selection-oversample", self.selection_oversample)
 
     def search_kind(self):
         from autotune.tuning.search import search_kind

@@ -108,6 +108,7 @@ class TuneSession:
             "seed": self.seed,
             **cost_model.report(),
             "search": dataclasses.asdict(self.config.search),
+            "batch_selection": stats.selection,
             "trials": {
                 "requested": self.config.trials,
                 "in_database": sum(s.trials for s in states),

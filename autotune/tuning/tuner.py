@@ -21,6 +21,7 @@ from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
 
+import numpy as np  # noqa: E402
 import tvm_ffi  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
@@ -28,6 +29,7 @@ from autotune.frontend.relax import Task  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
 from autotune.tuning.config import SearchConfig  # noqa: E402  (re-exported: callers import it from here)
 from autotune.tuning.costmodels import Resolved  # noqa: E402
+from autotune.tuning.selection import BatchSelector  # noqa: E402
 from autotune.tvmrt.database import FAILED_RUN_SECS, record_latency, to_py  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
 from autotune.tvmrt.target import target_cores  # noqa: E402
@@ -75,6 +77,7 @@ class TuneStats:
     # after every measured batch: [trials in database, seconds since tuning started, task index, task best s]
     history: list = field(default_factory=list)
     start: dict = field(default_factory=dict)  # {"trials": in the database, "task_best_s": [per task]} at start
+    selection: dict = field(default_factory=dict)  # --batch-selection: its name and rounds picked / fallen back
 
 
 def search_logger(work_dir: str) -> logging.Logger:
@@ -160,12 +163,15 @@ class _TuneRun:
         self.target, self.database, self.measurer, self.model, self.search = target, database, measurer, model, search
         self.on_progress, self.on_measured = on_progress, on_measured
         self.stats = TuneStats()
+        self.selector = BatchSelector(search.batch_selection, search.selection_oversample)
+        self.extractor = ms.feature_extractor.PerStoreFeature() if self.selector.sampler is not None else None
         self.states: list[TaskState] = []
         self.remaining = 0
         self.total_done = 0
 
     def start(self, tasks: list[Task], loggers: list, max_trials: int, per_task_cap: int, seed: int) -> None:
         self.t_start = time.perf_counter()
+        self.selector.seed = seed
         existing = records_by_workload(self.database)
         for i, (task, task_logger) in enumerate(zip(tasks, loggers)):
             records = existing.get(int(tvm_ffi.structural_hash(task.mod)), [])
@@ -230,7 +236,8 @@ class _TuneRun:
         """One search round of ``state``'s task: propose, measure, learn, commit. Returns trials measured."""
         t0 = time.perf_counter()
         if not state.started:  # lazily: the first measurement comes sooner
-            state.ctx.pre_tuning(max_trials=state.budget, num_trials_per_iter=self.search.num_trials_per_iter,
+            per_iter = self.search.num_trials_per_iter * self.selector.proposals_per_round
+            state.ctx.pre_tuning(max_trials=state.budget, num_trials_per_iter=per_iter,
                                  design_spaces=state.ctx.generate_design_space(), database=self.database,
                                  cost_model=self.model)
             state.started = True
@@ -239,8 +246,7 @@ class _TuneRun:
         if not candidates:
             state.done = True
             return 0
-        candidates = list(candidates)[: self._cap(state)]
-        fresh = [c for c in candidates if trace_key(c.sch.trace) not in state.measured]
+        candidates, fresh, feats = self._choose(state, list(candidates), self._cap(state))
         outcomes, runner_results = [], []
         if fresh:
             outcomes, _builder_results, runner_results = self.measurer.measure(fresh)
@@ -258,9 +264,33 @@ class _TuneRun:
             return 0
         state.repeat_rounds = 0
         _commit(self.database, state, fresh, outcomes, self.target)
+        if feats is not None:
+            self.selector.record(state.task.name, feats, [sum(o.run_secs) / len(o.run_secs) if o.ok else None
+                                                          for o in outcomes])
         if self.on_measured is not None:
             self.on_measured(state, fresh, outcomes)
         return len(fresh)
+
+    def _choose(self, state: TaskState, proposed: list, cap: int) -> tuple[list, list, list | None]:
+        """(candidates the search is told about, the fresh ones among them to measure, their per-store
+        features or None). Greedy: the first ``cap`` proposals. A sampler (``--batch-selection``): ``cap``
+        of the fresh proposals, picked with the run's cost-model scores; the unpicked ones are not told."""
+        if self.selector.sampler is None:
+            candidates = proposed[:cap]
+            return candidates, [c for c in candidates if trace_key(c.sch.trace) not in state.measured], None
+        fresh = [c for c in proposed if trace_key(c.sch.trace) not in state.measured]
+        repeats = [c for c in proposed if trace_key(c.sch.trace) in state.measured]
+        if not fresh:
+            return repeats, [], None
+        t0 = time.perf_counter()
+        feats = [f.numpy().astype("float32") for f in self.extractor.extract_from(state.ctx, fresh)]
+        scores = None
+        if self.model is not None:
+            scores = [float(x) for x in self.model.predict(state.ctx, fresh)]
+        idx = self.selector.choose(state.task.name, feats, None if scores is None else np.asarray(scores), cap)
+        self.stats.search_s += time.perf_counter() - t0
+        chosen = [fresh[i] for i in idx]
+        return repeats + chosen, chosen, [feats[i] for i in idx]
 
     @staticmethod
     def _with_repeats(state: TaskState, candidates: list, fresh: list, fresh_results: list) -> list:
@@ -297,6 +327,7 @@ class _TuneRun:
             if state.started:
                 state.ctx.post_tuning()
         self.stats.build_s, self.stats.run_s = self.measurer.times.build_s, self.measurer.times.run_s
+        self.stats.selection = {"name": self.selector.name, **self.selector.stats}
 
 
 def _next_task(active: list[TaskState]) -> TaskState:

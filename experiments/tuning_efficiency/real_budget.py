@@ -9,8 +9,11 @@ Budget: 32 trials per task (resnet50 ~1,056, mobilenet_v2 ~1,056, bert_base ~576
 - ``ms-xgb``: autotune's loop with MetaSchedule's stock online XGBModel;
 - ``ms-mlp``: autotune's loop with the pretrained TenSet-MLP (TCL's baseline);
 - ``auto``: autotune's default (``--cost-model auto``: this hardware's best pretrained model, or the
-  nearest hardware's, adapted online).
-Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget and timed (snapshots.py):
+  nearest hardware's, adapted online);
+- ``auto+rdu``: the same with ``--batch-selection rdu`` (TCL's sampler picks each round's candidates from 4x
+  as many proposals). Arm syntax: ``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION]``.
+Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget, and the snapshots of all arms
+of one model and seed are timed together in alternating rounds (snapshots.py):
 compiled latency and the wall time to each point are measured, not estimated. Speedup vs stock =
 the trials (and seconds) an arm needed to reach stock MetaSchedule's final compiled latency, read off
 the snapshots (so it is resolved to the snapshot grid: at most 8x is visible), paired by seed.
@@ -37,7 +40,7 @@ sys.path.insert(0, ROOT)
 from autotune.cli import loadavg, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
-ARMS = ("stock-ms", "ms-xgb", "ms-mlp", "auto")
+ARMS = ("stock-ms", "ms-xgb", "ms-mlp", "auto", "auto+rdu")
 TRIALS_PER_TASK = 32
 
 
@@ -45,45 +48,74 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int) 
     if arm == "stock-ms":
         return [sys.executable, os.path.join(HERE, "stock_ms.py"), "--model", model, "--work-dir", wd,
                 "--trials-per-task", str(trials_per_task), "--seed", str(seed)]
-    name, _, online = arm.partition(":")
+    base, _, selection = arm.partition("+")
+    name, _, online = base.partition(":")
     return [sys.executable, "-m", "autotune.tune", "--model", model, "--cost-model", name,
-            *(["--online-update", online] if online else []), "--trials", "1000000",
+            *(["--online-update", online] if online else []),
+            *(["--batch-selection", selection] if selection else []), "--trials", "1000000",
             "--trials-per-task", str(trials_per_task), "--seed", str(seed), "--work-dir", wd,
             "--skip-untuned", "--bench-rounds", "3"]
 
 
-def run_arm(arm: str, model: str, seed: int, root: str, trials_per_task: int, rounds: int, start: bool,
-            keep: str) -> dict | None:
-    """One (model, arm, seed): tune, then compile and time the snapshots. Finished runs' report.json and
-    snapshots.json are copied to ``keep/<model>/<arm>/seed<k>/`` (committed: a partial matrix survives the
-    machine; the databases under ``root`` do not travel)."""
-    rel = os.path.join(model, arm.replace(":", "-"), f"seed{seed}")
-    kept = os.path.join(keep, rel)
-    if os.path.exists(os.path.join(kept, "snapshots.json")) and os.path.exists(os.path.join(kept, "report.json")):
-        return _result(arm, model, seed, kept)
-    wd = os.path.join(root, rel)
-    snap = os.path.join(wd, "snapshots.json")
+def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_task: int, start: bool) -> dict:
+    """One (model, arm, seed) tuned (or already: its report.json exists). Returns its state: ``kept`` (the
+    committed copy with snapshots exists), ``wd`` (tuned, snapshots missing), ``failed`` or ``missing``."""
+    rel = os.path.join(model, arm.replace(":", "-").replace("+", "-"), f"seed{seed}")
+    kept, wd = os.path.join(keep, rel), os.path.join(root, rel)
+    state = {"model": model, "arm": arm, "seed": seed, "kept": kept, "wd": wd}
+    if all(os.path.exists(os.path.join(kept, n)) for n in ("report.json", "snapshots.json")):
+        return state | {"state": "kept"}
     if not os.path.exists(os.path.join(wd, "report.json")):
         if not start:
-            return None
+            return state | {"state": "missing"}
         cmd = arm_command(arm, model, seed, wd, trials_per_task)
         print(f"{time.strftime('%H:%M:%S')} {model} {arm} seed {seed}: tuning (load {loadavg()})", flush=True)
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if res.returncode != 0:
             tail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}"
-            return {"model": model, "arm": arm, "seed": seed, "failed": tail}
-    if not os.path.exists(snap):
-        if not start:
-            return None
-        print(f"{time.strftime('%H:%M:%S')} {model} {arm} seed {seed}: snapshots", flush=True)
-        res = subprocess.run([sys.executable, os.path.join(HERE, "snapshots.py"), wd, "--model", model,
-                              "--rounds", str(rounds)], cwd=ROOT, capture_output=True, text=True)
-        if res.returncode != 0:
-            return {"model": model, "arm": arm, "seed": seed, "failed": "snapshots: " + res.stderr.strip()[-300:]}
-    os.makedirs(kept, exist_ok=True)
-    for name in ("report.json", "snapshots.json"):
-        shutil.copyfile(os.path.join(wd, name), os.path.join(kept, name))
-    return _result(arm, model, seed, kept)
+            return state | {"state": "failed", "failed": tail}
+    return state | {"state": "tuned"}
+
+
+def snapshot_group(states: list[dict], model: str, rounds: int) -> str | None:
+    """Compile and time the snapshots of every tuned arm of one model and seed together (one process,
+    alternating rounds), then keep report + snapshots. Returns an error line or None."""
+    todo = [s for s in states if s["state"] == "tuned"]
+    if not todo:
+        return None
+    print(f"{time.strftime('%H:%M:%S')} {model} seed {todo[0]['seed']}: snapshots of "
+          f"{', '.join(s['arm'] for s in todo)}", flush=True)
+    res = subprocess.run([sys.executable, os.path.join(HERE, "snapshots.py"), *[s["wd"] for s in todo],
+                          "--model", model, "--rounds", str(rounds)], cwd=ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        return "snapshots: " + res.stderr.strip()[-300:]
+    for s in todo:
+        os.makedirs(s["kept"], exist_ok=True)
+        for name in ("report.json", "snapshots.json"):
+            shutil.copyfile(os.path.join(s["wd"], name), os.path.join(s["kept"], name))
+        s["state"] = "kept"
+    return None
+
+
+def run_group(model: str, seed: int, arms: list[str], args) -> list[dict]:
+    """All arms of one model and seed: tune each, then time their snapshots side by side. An arm whose
+    snapshots were timed in an earlier sitting keeps them (its group is then timed without it)."""
+    keep = os.path.join(args.out, "runs")
+    tune_more = not (args.summarize_only or args.no_tune)
+    states = [tune_arm(a, model, seed, args.work_root, keep, args.trials_per_task, tune_more) for a in arms]
+    if not args.summarize_only:
+        err = snapshot_group(states, model, args.rounds)
+        if err:
+            for s in states:
+                if s["state"] == "tuned":
+                    s.update(state="failed", failed=err)
+    out = []
+    for s in states:
+        if s["state"] == "kept":
+            out.append(_result(s["arm"], model, seed, s["kept"]))
+        elif s["state"] == "failed":
+            out.append({"model": model, "arm": s["arm"], "seed": seed, "failed": s["failed"]})
+    return out
 
 
 def _result(arm: str, model: str, seed: int, folder: str) -> dict:
@@ -152,6 +184,8 @@ def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
             lines.append(f"| {model} | {arm} | {r['seeds']} | {grid} | {r['wall_s']:.0f} | "
                          f"{fmt(r['final_ratio_vs_stock'], '{:.3f}')} | {fmt(r['speedup_trials_vs_stock'])} ({per or '-'}) | "
                          f"{fmt(r['speedup_time_vs_stock'])} |")
+    if meta.get("missing"):
+        lines += ["", f"Not run yet ({len(meta['missing'])}): " + "; ".join(meta["missing"]) + "."]
     failed = [r for r in runs if "failed" in r]
     if failed:
         lines += ["", "Failed runs: " + "; ".join(f"{r['model']} {r['arm']} s{r['seed']}: {r['failed']}" for r in failed)]
@@ -169,6 +203,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(HERE, "results_real"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--summarize-only", action="store_true")
+    ap.add_argument("--no-tune", action="store_true",
+                    help="start no tuning run; time the snapshots of the arms already tuned (end of a sitting)")
     args = ap.parse_args(argv)
     if args.quick:
         args.models, args.arms, args.seeds, args.trials_per_task, args.rounds = "tiny_mlp", "stock-ms,ms-xgb", "0", 4, 2
@@ -179,12 +215,11 @@ def main(argv=None) -> int:
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run compares all arms
         for model in args.models.split(","):
-            for arm in args.arms.split(","):
-                res = run_arm(arm, model, seed, args.work_root, args.trials_per_task, args.rounds,
-                              start=not args.summarize_only, keep=os.path.join(args.out, "runs"))
-                if res is not None:
-                    runs.append(res)
+            runs += run_group(model, seed, args.arms.split(","), args)
     meta["loadavg_end"] = loadavg()
+    have = {(r["model"], r["arm"], r["seed"]) for r in runs if "failed" not in r}
+    meta["missing"] = [f"{m} {a} seed {k}" for k in (int(x) for x in args.seeds.split(","))
+                       for m in args.models.split(",") for a in args.arms.split(",") if (m, a, k) not in have]
     summary = summarize(runs)
     os.makedirs(args.out, exist_ok=True)
     write_json(os.path.join(args.out, "real_budget.json"), {"meta": meta, "summary": summary, "runs": runs})

@@ -1,13 +1,14 @@
 """Measured, not reconstructed: the compiled model's latency from a tuning database at budget fractions.
 
-    python experiments/tuning_efficiency/snapshots.py WORK_DIR --model resnet50 [--fractions 0.125,0.25,0.5,1]
+    python experiments/tuning_efficiency/snapshots.py WORK_DIR [WORK_DIR ...] --model resnet50 [--fractions 0.125,0.25,0.5,1]
 
 For each fraction f the first ceil(f x N) tuning records (database order = measurement order, for
 autotune's loop and stock MetaSchedule's alike) go into a temporary JSONDatabase; the model is
-compiled with it (``compile_relax``, untuned where a task has no record yet) and every snapshot is
-timed in alternating rounds in one process (median per snapshot). The wall time at which each
+compiled with it (``compile_relax``, untuned where a task has no record yet) and every snapshot of every
+work dir given (the arms of one model and seed) is timed in alternating rounds in one process (median per
+snapshot). The wall time at which each
 snapshot's last record was measured comes from the run's report.json history. Writes
-WORK_DIR/snapshots.json.
+WORK_DIR/snapshots.json for each.
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ def snapshot_dirs(work_dir: str, fractions, tmp: str) -> list[tuple[float, int, 
     return out
 
 
-def measure_snapshots(work_dir: str, model_name: str, fractions=FRACTIONS, rounds: int = 5, seed: int = 0) -> dict:
+def measure_snapshots(work_dirs: list[str], model_name: str, fractions=FRACTIONS, rounds: int = 5,
+                      seed: int = 0) -> list[dict]:
+    """Compile every work dir's snapshots, then time all of them together in alternating rounds (one
+    process: arms of one model and seed are compared under the same conditions, not across processes)."""
     from autotune.tvmrt.startup import fast_start
 
     fast_start("llvm")
@@ -75,45 +79,54 @@ def measure_snapshots(work_dir: str, model_name: str, fractions=FRACTIONS, round
     model = load_model(model_name, seed=seed)
     mod, params = fe.import_exported(model.exported)
     mod = fe.bind_and_simplify(mod, params)
-    with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
-        report = json.load(f)
-    rows, runners = [], []
+    reports, rows, runners = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for frac, n, d in snapshot_dirs(work_dir, fractions, tmp):
-            t0 = time.time()
-            db = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
-            exe = fe.compile_with_database(mod, target, db)
-            rows.append({"fraction": frac, "records": n, "compile_s": time.time() - t0,
-                         "elapsed_s": elapsed_at(report, n)})
-            runners.append(fe.VMRunner(exe))
+        for k, work_dir in enumerate(work_dirs):
+            with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
+                reports.append(json.load(f))
+            rows.append([])
+            for frac, n, d in snapshot_dirs(work_dir, fractions, os.path.join(tmp, str(k))):
+                t0 = time.time()
+                db = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
+                exe = fe.compile_with_database(mod, target, db)
+                rows[-1].append({"fraction": frac, "records": n, "compile_s": time.time() - t0,
+                                 "elapsed_s": elapsed_at(reports[-1], n)})
+                runners.append(fe.VMRunner(exe))
     samples = [[] for _ in runners]
     for r in runners:  # warm-up
         r.time(model.inputs, repeat=1, min_repeat_ms=50)
-    for _ in range(rounds):  # alternating rounds: each snapshot once per round
+    for _ in range(rounds):  # alternating rounds: each snapshot of each work dir once per round
         for i, r in enumerate(runners):
             time.sleep(0.3)
             samples[i].append(r.time(model.inputs, repeat=1, min_repeat_ms=100)[0])
-    for row, s in zip(rows, samples):
-        row["latency_ms"] = statistics.median(s) * 1e3
-        row["latency_ms_rounds"] = [x * 1e3 for x in s]
-    result = {"work_dir": work_dir, "model": model.name, "arm": report.get("arm") or report.get("cost_model"),
-              "seed": report.get("seed"), "records": len(record_lines(work_dir)), "rounds": rounds,
-              "snapshots": rows, "loadavg": loadavg()}
-    write_json(os.path.join(work_dir, "snapshots.json"), result)
-    return result
+    results, flat = [], iter(samples)
+    for work_dir, report, wd_rows in zip(work_dirs, reports, rows):
+        for row in wd_rows:
+            s = next(flat)
+            row["latency_ms"] = statistics.median(s) * 1e3
+            row["latency_ms_rounds"] = [x * 1e3 for x in s]
+        result = {"work_dir": work_dir, "model": model.name, "arm": report.get("arm") or report.get("cost_model"),
+                  "seed": report.get("seed"), "records": len(record_lines(work_dir)), "rounds": rounds,
+                  "timed_with": [os.path.relpath(w, os.path.dirname(work_dir)) for w in work_dirs],
+                  "snapshots": wd_rows, "loadavg": loadavg()}
+        write_json(os.path.join(work_dir, "snapshots.json"), result)
+        results.append(result)
+    return results
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("work_dir")
+    ap.add_argument("work_dirs", nargs="+", metavar="WORK_DIR", help="one or more runs of the same model")
     ap.add_argument("--model", required=True)
     ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
-    res = measure_snapshots(args.work_dir, args.model, [float(x) for x in args.fractions.split(",")], args.rounds)
-    for row in res["snapshots"]:
-        print(f"{row['fraction']:>6} {row['records']:>6} records  {row['latency_ms']:.3f} ms  "
-              f"at {row['elapsed_s'] if row['elapsed_s'] is not None else '-'} s")
+    for res in measure_snapshots(args.work_dirs, args.model, [float(x) for x in args.fractions.split(",")],
+                                 args.rounds):
+        print(res["work_dir"])
+        for row in res["snapshots"]:
+            print(f"{row['fraction']:>6} {row['records']:>6} records  {row['latency_ms']:.3f} ms  "
+                  f"at {row['elapsed_s'] if row['elapsed_s'] is not None else '-'} s")
     return 0
 
 
