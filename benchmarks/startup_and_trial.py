@@ -139,6 +139,8 @@ def markdown(results: dict) -> str:
                 f"{sp['tuned_vs_torch_eager']:.2f}x | {r['numerics']['max_abs_error']:.2g} | {w['tuning']:.0f} | "
                 f"{r['per_trial_s']:.2f} | {w['startup_to_first_measurement']:.1f} |"
             )
+    if results.get("withdrawn"):
+        lines += ["", f"Withdrawn: {results['withdrawn']['what']} — {results['withdrawn']['why']}"]
     lines += ["", "Reproduce: `python benchmarks/startup_and_trial.py` (see the script's docstring).", ""]
     return "\n".join(lines)
 
