@@ -50,3 +50,26 @@ def test_top_k_interval_brackets_the_score_and_collapses_when_tasks_agree():
     one = groups == 0
     lo1, hi1 = top_k_interval(lat[one], score[one], groups[one], w, 1)
     assert lo1 == pytest.approx(0.5) and hi1 == pytest.approx(0.5)
+
+
+def test_top_k_breaks_ties_in_expectation_not_by_input_order():
+    from autotune.costmodel.metrics import expected_best_of_top_k, top_k_score
+
+    lat = np.array([4.0, 1.0, 2.0, 8.0])
+    score = np.array([1.0, 1.0, 1.0, 0.0])  # three programs tie for the best score
+    # top-1: each of the three tied programs equally likely: (4 + 1 + 2) / 3
+    assert expected_best_of_top_k(lat, score, 1) == pytest.approx(7 / 3)
+    # top-2 from the three tied: pairs {4,1},{4,2},{1,2} -> best 1, 2, 1
+    assert expected_best_of_top_k(lat, score, 2) == pytest.approx(4 / 3)
+    assert expected_best_of_top_k(lat, score, 3) == pytest.approx(1.0)
+    # one strictly above the tie: it is always in; the second pick is one of the tied ones
+    score2 = np.array([2.0, 1.0, 1.0, 0.0])
+    assert expected_best_of_top_k(lat, score2, 2) == pytest.approx((min(4, 1) + min(4, 2)) / 2)
+    # the order of the programs no longer matters, and float noise below the tolerance is a tie
+    perm = np.array([2, 0, 3, 1])
+    groups = np.zeros(4, np.int64)
+    a = top_k_score(lat, score, groups, {0: 1.0}, 1)
+    b = top_k_score(lat[perm], score[perm] + np.array([1e-9, 0, 0, 2e-9]), groups, {0: 1.0}, 1)
+    assert a == pytest.approx(b) == pytest.approx(1.0 / (7 / 3))
+    # without ties: the usual top-k
+    assert expected_best_of_top_k(lat, np.array([0.1, 0.5, 0.9, 0.2]), 1) == 2.0

@@ -2,21 +2,42 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
+TIE_RTOL = 1e-6  # scores this close count as tied (float noise, e.g. from a different batch composition)
+
+
+def expected_best_of_top_k(lat: np.ndarray, score: np.ndarray, k: int, rtol: float = TIE_RTOL) -> float:
+    """The best (lowest) latency among the ``k`` programs scored highest, in expectation over the order of
+    programs the score ties: every program strictly above the k-th score is in, and the rest of the k are
+    drawn uniformly from the programs tied with it. (Taking the first tied program in input order made
+    the score depend on how the programs happened to be ordered or batched.)"""
+    k = min(k, len(lat))
+    order = np.argsort(-score, kind="stable")
+    kth = float(score[order[k - 1]])
+    tied = np.abs(score - kth) <= rtol * max(1.0, abs(kth))
+    above = (score > kth) & ~tied
+    best_above = float(np.min(lat[above])) if above.any() else np.inf
+    pool = np.sort(lat[tied])
+    r, t = k - int(above.sum()), len(pool)
+    # P(the best of r draws without replacement from t is the i-th smallest) = C(t-i, r-1) / C(t, r)
+    total = math.comb(t, r)
+    prob = np.array([math.comb(t - i, r - 1) / total for i in range(1, t + 1)])
+    return float(np.sum(prob * np.minimum(pool, best_above)))
+
 
 def _top_k_terms(latency, score, groups, weights, k):
-    """Per task: (weight * best latency, weight * best latency among the model's top k)."""
+    """Per task: (weight * best latency, weight * expected best latency among the model's top k)."""
     nums, dens = [], []
     for g in np.unique(groups):
         m = groups == g
         lat, sc = latency[m], score[m]
-        top = np.argsort(-sc, kind="stable")[:k]
         w = float(weights.get(g, 1.0))
         nums.append(w * float(np.min(lat)))
-        dens.append(w * float(np.min(lat[top])))
+        dens.append(w * expected_best_of_top_k(lat, sc, k))
     return np.asarray(nums), np.asarray(dens)
 
 
@@ -24,7 +45,8 @@ def top_k_score(latency: np.ndarray, score: np.ndarray, groups: np.ndarray, weig
     """TenSet top-k score of one model's tasks.
 
     sum_tasks weight * best_latency / sum_tasks weight * (best latency among the k programs the cost
-    model ranks highest). 1.0 means the model's top k always contain the task's best program.
+    model ranks highest; ties in the score are broken at random, in expectation: see
+    ``expected_best_of_top_k``). 1.0 means the model's top k always contain the task's best program.
     ``weights`` maps group id -> task weight (how often the task occurs in the model).
     """
     num, den = _top_k_terms(latency, score, groups, weights, k)
