@@ -196,16 +196,18 @@ def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
     lines = ["# Tuning efficiency at a real budget (measured compiled latency)", "",
              f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task as one global budget; load at start "
              f"{meta['loadavg_start']}, end {meta['loadavg_end']}.", "",
-             "| model | arm | seeds | compiled latency at 1/8 / 1/4 / 1/2 / full budget (ms, seed mean) | "
-             "tuning wall s | final / stock's | trials speedup vs stock (per seed) | time speedup vs stock |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| model | arm | cost model used | seeds | compiled latency at 1/8 / 1/4 / 1/2 / full budget (ms, seed "
+             "mean) | tuning wall s | final / stock's | trials speedup vs stock (per seed) | time speedup vs stock |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for model, arms in summary.items():
         for arm, r in arms.items():
             mine = [x for x in runs if x["model"] == model and x["arm"] == arm and "failed" not in x]
             grid = " / ".join(f"{np.mean([m['snapshots'][i]['latency_ms'] for m in mine]):.4g}"
                               for i in range(min(len(m["snapshots"]) for m in mine)))
             per = ", ".join("not reached" if x is None else f"{x:.2f}x" for x in r["speedup_trials_vs_stock_per_seed"])
-            lines.append(f"| {model} | {arm} | {r['seeds']} | {grid} | {r['wall_s']:.0f} | "
+            used = "; ".join(sorted({str(m.get("cost_model_used") or "MetaSchedule XGBModel (tune_relax)")
+                                     for m in mine}))
+            lines.append(f"| {model} | {arm} | {used} | {r['seeds']} | {grid} | {r['wall_s']:.0f} | "
                          f"{fmt(r['final_ratio_vs_stock'], '{:.3f}')} | {fmt(r['speedup_trials_vs_stock'])} ({per or '-'}) | "
                          f"{fmt(r['speedup_time_vs_stock'])} |")
     if meta.get("missing"):
