@@ -12,7 +12,7 @@ from autotune.costmodel.metrics import pairwise_accuracy
 from autotune.testing.programs import synthetic
 
 QUICK = {"xgb": {"n_estimators": 60}, "xgb-reg": {"n_estimators": 60}, "ms-xgb": {"n_estimators": 200},
-         "ms-mlp": {"epochs": 15}, "seq": {"epochs": 15}}
+         "ms-mlp": {"epochs": 15}, "seq": {"epochs": 15}, "seq-lstm": {"epochs": 4}}
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     "ms-xgb": ("autotune.costmodel.xgb", "MSXGBCostModel", {}),
     "ms-mlp": ("autotune.costmodel.mlp", "TensetMLPCostModel", {}),
     "seq": ("autotune.costmodel.seq", "SeqCostModel", {}),
+    "seq-lstm": ("autotune.costmodel.seq", "SeqCostModel", {"mixer": "lstm"}),
     "random": ("autotune.costmodel.random_model", "RandomCostModel", {}),
 }
 

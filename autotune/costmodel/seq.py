@@ -92,8 +92,61 @@ class MambaBlock(nn.Module):
         return u + self.out_proj(y * F.silu(z))
 
 
+class LSTMBlock(nn.Module):
+    """The same residual slot with an LSTM as the sequence mixer (causal, like the scan: padding after a
+    program's last step does not reach its valid steps)."""
+
+    def __init__(self, d_model: int, d_inner: int) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(d_model)
+        self.lstm = nn.LSTM(d_model, d_inner, batch_first=True)
+        self.out_proj = nn.Linear(d_inner, d_model, bias=False)
+
+    def forward(self, u: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return u + self.out_proj(self.lstm(self.norm(u))[0])
+
+
+class AttentionBlock(nn.Module):
+    """A pre-norm transformer encoder layer (TLP's choice of mixer): self-attention over the program's
+    steps (padding masked out), then a 2x feed-forward; positions are added once, before the blocks."""
+
+    def __init__(self, d_model: int, d_inner: int, n_heads: int = 4) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.RMSNorm(d_model), nn.RMSNorm(d_model)
+        self.attn = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        self.ff = nn.Sequential(nn.Linear(d_model, 2 * d_inner), nn.GELU(), nn.Linear(2 * d_inner, d_model))
+
+    def forward(self, u: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(u)
+        u = u + self.attn(h, h, h, key_padding_mask=mask == 0, need_weights=False)[0]
+        return u + self.ff(self.norm2(u))
+
+
+def positions(length: int, d_model: int, device) -> torch.Tensor:
+    """Sinusoidal position codes [length, d_model] (no maximum trace length to fix in advance)."""
+    pos = torch.arange(length, device=device, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, d_model, 2, device=device, dtype=torch.float32) * (-math.log(1e4) / d_model))
+    out = torch.zeros(length, d_model, device=device)
+    out[:, 0::2] = torch.sin(pos * freq)
+    out[:, 1::2] = torch.cos(pos * freq)[:, : d_model // 2]
+    return out
+
+
+MIXERS = ("mamba", "lstm", "attention")
+
+
+def _block(mixer: str, d_model: int, d_inner: int, d_state: int, d_conv: int) -> nn.Module:
+    if mixer == "mamba":
+        return MambaBlock(d_model, d_inner, d_state, d_conv)
+    if mixer == "lstm":
+        return LSTMBlock(d_model, d_inner)
+    if mixer == "attention":
+        return AttentionBlock(d_model, d_inner)
+    raise ValueError(f"mixer: unknown {mixer!r}; valid: {', '.join(MIXERS)}")
+
+
 class SeqNet(nn.Module):
-    """Trace tokens -> Mamba blocks -> [last, mean] pool; log pack-sum -> MLP; fused heads."""
+    """Trace tokens -> mixer blocks (Mamba by default) -> [last, mean] pool; log pack-sum -> MLP; fused heads."""
 
     def __init__(
         self,
@@ -105,11 +158,13 @@ class SeqNet(nn.Module):
         store_hidden: int,
         n_heads: int,
         dropout: float,
+        mixer: str = "mamba",
     ) -> None:
         super().__init__()
+        self.mixer = mixer
         self.embed = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=0)
         self.numeric = nn.Linear(NUM_DIM, d_model)
-        self.blocks = nn.ModuleList(MambaBlock(d_model, d_inner, d_state, d_conv) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(_block(mixer, d_model, d_inner, d_state, d_conv) for _ in range(n_layers))
         self.norm = nn.RMSNorm(d_model)
         self.store = nn.Sequential(
             nn.Linear(N_STORE_FEATS, store_hidden),
@@ -142,6 +197,8 @@ class SeqNet(nn.Module):
         length = kinds.shape[1]
         mask = (torch.arange(length, device=kinds.device)[None, :] < lengths[:, None]).to(numeric.dtype)
         h = self.embed(kinds) + self.numeric((numeric - self.num_mean) / self.num_std)
+        if self.mixer == "attention":
+            h = h + positions(length, h.shape[-1], h.device)
         for block in self.blocks:
             h = block(h, mask)
         h = self.norm(h)
@@ -179,8 +236,13 @@ class SeqCostModel(TorchRankerModel):
     name = "seq"
 
     def __init__(self, *, d_model: int = 32, n_layers: int = 2, expand: int = 1, d_state: int = 8, d_conv: int = 4,
-                 store_hidden: int = 32, n_heads: int = 1, dropout: float = 0.2, **training) -> None:
-        """``training``: TorchRankerModel's keywords (epochs 30, lr 2e-3, weight_decay 1e-2, ...)."""
+                 store_hidden: int = 32, n_heads: int = 1, dropout: float = 0.2, mixer: str = "mamba",
+                 **training) -> None:
+        """``mixer``: the sequence block, ``mamba`` (default), or for the comparison of issue 12 (TCL's claim
+        T2) a same-width ``lstm`` or ``attention`` (transformer encoder) block in the same slot.
+        ``training``: TorchRankerModel's keywords (epochs 30, lr 2e-3, weight_decay 1e-2, ...)."""
+        if mixer not in MIXERS:
+            raise ValueError(f"mixer: unknown {mixer!r}; valid: {', '.join(MIXERS)}")
         super().__init__(**training)
         self._store_params(locals())
 
@@ -194,6 +256,7 @@ class SeqCostModel(TorchRankerModel):
             self.store_hidden,
             self.n_heads,
             self.dropout,
+            self.mixer,
         )
 
     def _fit_stats(self, net: SeqNet, X: ProgramBatch, idx: np.ndarray) -> None:
