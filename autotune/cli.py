@@ -49,6 +49,7 @@ def setup_logging(log_dir: str | None = None, verbose: bool = False) -> None:
     File (log_dir/autotune.log): everything at DEBUG, from the first call on (kept until log_dir is known)."""
     root = logging.getLogger()
     root.setLevel(logging.DEBUG)
+    logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per log line
     pending = next((h for h in root.handlers if isinstance(h, _UntilLogFile)), None)
     for handler in list(root.handlers):
         root.removeHandler(handler)

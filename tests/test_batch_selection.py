@@ -74,6 +74,9 @@ def test_tune_with_rdu_batch_selection(tmp_path):
     sel = report["batch_selection"]
     assert sel["name"] == "rdu" and sel["selected_rounds"] >= 1, sel  # picked by the sampler, not only greedy
     assert report["trials"]["in_database"] == 40
+    done = [row[0] for row in report["history"]["rows"]]
+    batches = [b - a for a, b in zip([0] + done, done)]
+    assert max(batches) <= 4, batches  # the sampler picks --trials-per-round, not all 4x proposals
     scan = scan_database(wd)
     assert not scan.issues and len(scan.record_lines) == 40
 

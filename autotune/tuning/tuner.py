@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -25,12 +26,13 @@ import numpy as np  # noqa: E402
 import tvm_ffi  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
+from autotune.errors import UserError  # noqa: E402
 from autotune.frontend.relax import Task  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
 from autotune.tuning.config import SearchConfig  # noqa: E402  (re-exported: callers import it from here)
 from autotune.tuning.costmodels import Resolved  # noqa: E402
 from autotune.tuning.selection import BatchSelector  # noqa: E402
-from autotune.tvmrt.database import FAILED_RUN_SECS, record_latency, to_py  # noqa: E402
+from autotune.tvmrt.database import FAILED_RUN_SECS, RECORD_FILE, record_latency, to_py  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
 from autotune.tvmrt.target import target_cores  # noqa: E402
 
@@ -147,6 +149,8 @@ def tune(
     if cost_model.model is None and search.uses_cost_model:
         raise ValueError(f"the {search.kind} search needs a cost model (autotune.tuning.costmodels.resolve)")
     run = _TuneRun(target, database, measurer, cost_model.model, search, on_progress, on_measured)
+    if isinstance(database, ms.database.JSONDatabase):
+        run.record_file = os.path.join(work_dir, RECORD_FILE)
     loggers = task_loggers or [search_logger(work_dir)] * len(tasks)
     run.start(tasks, loggers, max_trials, trials_per_task or max_trials, seed)
     try:
@@ -163,6 +167,7 @@ class _TuneRun:
         self.target, self.database, self.measurer, self.model, self.search = target, database, measurer, model, search
         self.on_progress, self.on_measured = on_progress, on_measured
         self.stats = TuneStats()
+        self.record_file: str | None = None  # a JSONDatabase's record file: every commit is checked to land
         self.selector = BatchSelector(search.batch_selection, search.selection_oversample)
         self.extractor = ms.feature_extractor.PerStoreFeature() if self.selector.sampler is not None else None
         self.states: list[TaskState] = []
@@ -246,7 +251,8 @@ class _TuneRun:
         if not candidates:
             state.done = True
             return 0
-        candidates, fresh, feats = self._choose(state, list(candidates), self._cap(state))
+        candidates, fresh, feats = self._choose(state, list(candidates),
+                                                min(self._cap(state), self.search.num_trials_per_iter))
         outcomes, runner_results = [], []
         if fresh:
             outcomes, _builder_results, runner_results = self.measurer.measure(fresh)
@@ -263,7 +269,9 @@ class _TuneRun:
             state.done = state.repeat_rounds >= MAX_REPEAT_ROUNDS
             return 0
         state.repeat_rounds = 0
+        size = self._record_bytes()
         _commit(self.database, state, fresh, outcomes, self.target)
+        self._check_written(size, len(fresh))
         if feats is not None:
             self.selector.record(state.task.name, feats, [sum(o.run_secs) / len(o.run_secs) if o.ok else None
                                                           for o in outcomes])
@@ -310,6 +318,26 @@ class _TuneRun:
         logger.debug("%s: %d proposed programs were measured by an earlier run; not measured again",
                      state.task.name, len(candidates) - len(fresh))
         return results
+
+    def _record_bytes(self) -> int:
+        return os.path.getsize(self.record_file) if self.record_file and os.path.exists(self.record_file) else 0
+
+    def _check_written(self, before: int, n: int) -> None:
+        """MetaSchedule's JSONDatabase appends with an unchecked ofstream: on a full disk the records were
+        silently dropped while the run went on measuring. Stop instead, keeping what was written."""
+        if self.record_file is None:
+            return
+        with open(self.record_file, "rb") as f:  # only what this commit appended
+            f.seek(before)
+            lines = f.read().count(b"\n")
+        if lines >= n:
+            return
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(self.record_file))).free
+        raise UserError(
+            f"{self.record_file}: {n - lines} of {n} measured records did not reach the file ({free} bytes "
+            f"free on its disk; disk full?); what was written before is kept: free space and run the same "
+            f"command again to resume (python -m autotune.db check WORK_DIR reports a torn last line)"
+        )
 
     def _cap(self, state: TaskState) -> int:
         cap = min(self.remaining, state.budget)

@@ -200,6 +200,35 @@ def check_rpc(rpc: RPCSettings, wait_sec: float = 20.0, timeout_sec: float = 5.0
         time.sleep(2.0)
 
 
+def live_servers(summary: dict, key: str) -> int:
+    """Servers connected to the tracker under ``key`` now (``queue_info`` keeps a key after its last
+    server is gone, so it cannot tell)."""
+    return sum(1 for info in summary.get("server_info") or []
+               if str(info.get("key", "")).split(":", 1)[-1] == key)
+
+
+def check_farm_alive(rpc: RPCSettings, wait_sec: float = 20.0) -> None:
+    """Between batches: a server is still registered under the key, or one UserError line. Without it a
+    run whose last server died waited for a session forever."""
+    from autotune.errors import UserError
+
+    deadline = time.time() + wait_sec
+    while True:
+        try:
+            summary = _tracker_summary(rpc.tracker_host, rpc.tracker_port, 5.0)
+        except (TimeoutError, ValueError, EOFError, OSError):
+            raise UserError(f"--rpc-tracker {rpc.tracker_host}:{rpc.tracker_port}: the tracker stopped answering "
+                            "mid-run; everything measured so far is in the work dir: restart it and run the same "
+                            "command again") from None
+        if live_servers(summary, rpc.key):
+            return
+        if time.time() >= deadline:
+            raise UserError(f"--rpc-key {rpc.key}: no RPC server left under this key at {rpc.tracker_host}:"
+                            f"{rpc.tracker_port} (the last one went away mid-run, {wait_sec:.0f} s ago); everything "
+                            "measured so far is in the work dir: start a server and run the same command again")
+        time.sleep(1.0)
+
+
 @derived_object
 class LeanLocalRunner(PyRunner):
     """MetaSchedule's LocalRunner (same worker function), on one lean, long-lived worker."""
@@ -249,9 +278,14 @@ def make_runner(kind: str = "llvm", rpc: RPCSettings | None = None, timeout_sec:
             tracker_key=rpc.key,
             session_timeout_sec=rpc.session_timeout_sec,
         )
-        return ms.runner.RPCRunner(
-            rpc_config=rpc_config, evaluator_config=config, max_workers=1, initializer=init
-        )
+        runner = ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=config, max_workers=1, initializer=init)
+        # Stock RPCRunner's pool has no timeout: a candidate waiting for a session from a tracker whose
+        # servers are gone waited forever. Its worker is now killed after the session timeout.
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        runner.pool.shutdown()
+        runner.pool = PopenPoolExecutor(max_workers=1, timeout=rpc.session_timeout_sec, initializer=init)
+        return runner
     return LeanLocalRunner(timeout_sec=timeout_sec, evaluator_config=config, kind=kind)
 
 
@@ -282,7 +316,7 @@ class Measurer:
         if rpc is not None:
             check_rpc(rpc)  # before any pool starts: an unreachable farm is one line, not 60 s of retries
         kind = str(target.kind.name)
-        self.target = target
+        self.target, self.rpc = target, rpc
         self.builder = PooledBuilder(target_kind=kind, link_shared=rpc is None, timeout_sec=build_timeout_sec)
         self.runner = make_runner(kind, rpc, timeout_sec=run_timeout_sec)
         self.device_type = "cuda" if kind == "cuda" else "cpu"
@@ -306,10 +340,9 @@ class Measurer:
             if br.error_msg is None:
                 runner_inputs.append(ms.runner.RunnerInput(br.artifact_path, self.device_type, cand.args_info))
                 index.append(i)
-        futures = self.runner.run(runner_inputs) if runner_inputs else []
         run_results = [None] * len(candidates)
-        for i, fut in zip(index, futures):
-            run_results[i] = fut.result()
+        for i, res in zip(index, self._run(runner_inputs)):
+            run_results[i] = res
         t2 = time.perf_counter()
         self.times.build_s += t1 - t0
         self.times.run_s += t2 - t1
@@ -329,6 +362,20 @@ class Measurer:
                 outcomes.append(MeasureOutcome([float(getattr(x, "value", x)) for x in rr.run_secs], "ok"))
             runner_results.append(rr)
         return outcomes, builder_results, runner_results
+
+    def _run(self, runner_inputs: list) -> list:
+        if not runner_inputs:
+            return []
+        if self.rpc is None:
+            return [fut.result() for fut in self.runner.run(runner_inputs)]
+        # RPC: one candidate at a time, the farm checked before each. A candidate on a server that dies
+        # fails at once (its connection resets); without the check the next ones waited for a session
+        # from a tracker with no server left (60 s each, then forever for the next batch).
+        results = []
+        for inp in runner_inputs:
+            check_farm_alive(self.rpc)
+            results.append(self.runner.run([inp])[0].result())
+        return results
 
     def close(self) -> None:
         self.builder.shutdown()

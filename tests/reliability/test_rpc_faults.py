@@ -4,6 +4,7 @@ retries and a run that "succeeds" having measured nothing."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -85,3 +86,53 @@ def test_registered_server_passes():
     with local_farm("rel-key") as addr:
         host, port = addr.split(":")
         check_rpc(RPCSettings(host, int(port), "rel-key"), wait_sec=1)
+
+
+def _records(wd: str) -> int:
+    path = os.path.join(wd, "database_tuning_record.json")
+    return sum(1 for line in open(path, "rb") if line.strip()) if os.path.exists(path) else 0
+
+
+def _wait_records(proc, wd: str, n: int, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while _records(wd) < n:
+        assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before {n} records"
+        assert time.time() < deadline, f"fewer than {n} records after {timeout} s"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_servers_killed_mid_run(tmp_path):
+    """Two servers: one SIGKILLed mid-run costs at most the candidates it held, the run goes on on the
+    other. Then the last one killed: the run stops with one line and exit 2 (it used to wait for a
+    session forever), keeps its records, and resumes once a server is back."""
+    from autotune.db import scan_database
+    from autotune.tvmrt.farm import kill_server, local_farm_servers, start_server, wait_registered
+
+    wd = str(tmp_path / "wd")
+    with local_farm_servers("kill-key", 2) as (addr, servers):
+        cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "40", "--trials-per-round",
+               "4", "--cost-model", "ms-xgb", "--work-dir", wd, "--skip-untuned", "--bench-rounds", "1",
+               "--rpc-tracker", addr, "--rpc-key", "kill-key"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_records(proc, wd, 4)
+        kill_server(servers[0])
+        _wait_records(proc, wd, 12)
+        kill_server(servers[1])
+        t0 = time.time()
+        _out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2 and "Traceback" not in err, err[-3000:]
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "no RPC server left under this key" in errors[0], err[-3000:]
+        assert time.time() - t0 < 120
+        stopped = scan_database(wd)
+        assert len(stopped.record_lines) >= 12 and not stopped.fatal
+        failed_before = stopped.failed_records
+        assert failed_before <= 8, f"{failed_before} failed trials: more than the batches the dead servers held"
+        port = int(addr.split(":")[1])
+        servers.append(start_server(port, "kill-key"))
+        wait_registered(port, "kill-key", 1, servers[-1:])
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+    final = scan_database(wd)
+    assert len(final.record_lines) == 40 and not [i for i in final.issues if i.kind == "duplicate"]
