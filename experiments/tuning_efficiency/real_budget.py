@@ -191,6 +191,34 @@ def summarize(runs: list[dict], baseline: str = "stock-ms") -> dict:
     return out
 
 
+def _geo(values: list) -> float | None:
+    """Geometric mean, or None when any value is missing (an arm that did not reach the target)."""
+    if not values or any(v is None for v in values):
+        return None
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def done_when_lines(summary: dict) -> list[str]:
+    """Issue 15's targets, computed from the table: per arm, geometric means over the models it ran on
+    (speedups only where it reached stock's final latency on every seed of every model)."""
+    arms = sorted({a for per in summary.values() for a in per if a != "stock-ms"})
+    if not arms:
+        return []
+    lines = ["", "Targets (issue 15: ≥ 5x fewer trials and ≥ 4x less wall time than stock to reach its final "
+             "compiled latency, final latency ≤ 0.9x stock's at equal budget), geometric means over models:", "",
+             "| arm | models | trials speedup | time speedup | final / stock's | met |", "|---|---|---|---|---|---|"]
+    for arm in arms:
+        rows = [per[arm] for per in summary.values() if arm in per]
+        tr = _geo([r["speedup_trials_vs_stock"] for r in rows])
+        tm = _geo([r["speedup_time_vs_stock"] for r in rows])
+        fin = _geo([r["final_ratio_vs_stock"] for r in rows])
+        met = (tr or 0) >= 5 and (tm or 0) >= 4 and fin is not None and fin <= 0.9
+        show = lambda v, f: "not reached on every model" if v is None else f.format(v)  # noqa: E731
+        lines.append(f"| {arm} | {len(rows)} | {show(tr, '{:.2f}x')} | {show(tm, '{:.2f}x')} | "
+                     f"{show(fin, '{:.3f}')} | {'yes' if met else 'no'} |")
+    return lines
+
+
 def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
     lines = ["# Tuning efficiency at a real budget (measured compiled latency)", "",
@@ -210,6 +238,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
             lines.append(f"| {model} | {arm} | {used} | {r['seeds']} | {grid} | {r['wall_s']:.0f} | "
                          f"{fmt(r['final_ratio_vs_stock'], '{:.3f}')} | {fmt(r['speedup_trials_vs_stock'])} ({per or '-'}) | "
                          f"{fmt(r['speedup_time_vs_stock'])} |")
+    lines += done_when_lines(summary)
     if meta.get("missing"):
         lines += ["", f"Not run yet ({len(meta['missing'])}): " + "; ".join(meta["missing"]) + "."]
     failed = [r for r in runs if "failed" in r]
