@@ -73,8 +73,12 @@ def test_auto_without_a_model_for_this_hardware_takes_the_nearest(models, caplog
 
     with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
         resolved = resolve("auto", _target(ROCKETLAKE), models_dir=str(models))
-    # znver3 (AVX2, 2 cores) is nearer to an AVX-512 2-core CPU than x86-64-v2 (1 core, no AVX); cuda never
-    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / "xgb")
+    # znver3 (AVX2, 2 cores) is nearer to an AVX-512 2-core CPU than x86-64-v2 (1 core, no AVX); cuda never;
+    # on other hardware auto prefers its ms-mlp (AUTO_ORDER_OTHER_HARDWARE), if the fixture has one
+    from autotune.tuning.costmodels import AUTO_ORDER_OTHER_HARDWARE
+
+    first = next(k for k in AUTO_ORDER_OTHER_HARDWARE if (models / "cpu-znver3-2c" / k / "model.json").exists())
+    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / first)
     assert resolved.fallback == "no pretrained model for cpu-rocketlake-2c"
     assert "nearest hardware" in resolved.used and "cpu-znver3-2c" in resolved.used and "avx512f" in resolved.used
     assert resolved.model.learner.mode == "finetune"  # adapted online
@@ -193,3 +197,15 @@ def test_tune_needs_a_cost_model_for_a_search_that_uses_one(tmp_path):
     with pytest.raises(ValueError, match="evolutionary search needs a cost model"):
         tune([], _target(ZEN3), None, None, work_dir=str(tmp_path), max_trials=1,
              cost_model=Resolved(None, "none"), search=SearchConfig())
+
+
+def test_auto_on_other_hardware_prefers_ms_mlp_but_not_at_home(models):
+    """AUTO_ORDER_OTHER_HARDWARE (ms-mlp first, from the real-budget runs) only applies to another
+    hardware's models; on its own hardware auto keeps AUTO_ORDER (xgb first)."""
+    from autotune.tuning.costmodels import resolve
+
+    _save(models, "cpu-znver3-2c", "ms-mlp", ZEN3)
+    away = resolve("auto", _target(ROCKETLAKE), models_dir=str(models))
+    assert away.card["path"] == str(models / "cpu-znver3-2c" / "ms-mlp") and "ms-mlp" in away.used
+    home = resolve("auto", _target(ZEN3), models_dir=str(models))
+    assert home.card["path"] == str(models / "cpu-znver3-2c" / "xgb")

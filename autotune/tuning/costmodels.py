@@ -20,12 +20,13 @@ reached stock MetaSchedule's final latency with 2.19x / 2.44x fewer trials (seq 
 seq is better on bert_base (2.23x vs 1.46x) but less steady across seeds.
 
 Hardware without its own model: the nearest hardware's model is used and adapted online, for
-``auto`` (any kind of AUTO_ORDER) and for an explicit ``xgb`` / ``seq`` / ``ms-mlp`` (that kind only;
+``auto`` (any kind of AUTO_ORDER_OTHER_HARDWARE) and for an explicit ``xgb`` / ``seq`` / ``ms-mlp`` (that kind only;
 when no hardware has that kind: online-only). Nearest (``hardware_distance``): the same target kind
 (llvm / cuda) is required; then the fewest ISA features the model's hardware has and this one lacks
 (its programs' costs assumed instructions that do not exist here), then the fewest this one has and
 it lacks, then the closest core count (|log2 ratio|), then the hardware id (deterministic). For
-``auto``, among that hardware's models AUTO_ORDER decides. ISA features are LLVM's for each target's
+``auto``, among that hardware's models AUTO_ORDER_OTHER_HARDWARE decides (ms-mlp first: it transferred
+best in the real-budget runs). ISA features are LLVM's for each target's
 ``mcpu`` (``ISA_FEATURES``).
 
 Nothing falls back silently: every fallback is logged (WARNING) and named in ``used`` and
@@ -66,6 +67,11 @@ COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
     CostModelName("random", "stock", "MetaSchedule's RandomModel (random scores)"),
 )}
 AUTO_ORDER = ("xgb", "seq", "ms-mlp")
+# On hardware without its own models, another hardware's models adapted online: ms-mlp first. Evidence
+# (experiments/tuning_efficiency/results_real, cpu-rocketlake-2c with cpu-znver3-2c models, 32 trials per
+# task, seed 0): compiled latency at the full budget ms-mlp 131.7 / 56.2 ms vs xgb 179.0 / 69.2 ms on
+# bert_base / resnet50 (stock MetaSchedule 153.4 / 70.3 ms); one seed, two models: revisit with more.
+AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
 DEFAULT_MODELS_DIR = "models"
@@ -224,10 +230,11 @@ def _auto(name: str, target, models_dir: str, online: str) -> Resolved:
         if path is not None:
             why = f"auto: the first of {', '.join(AUTO_ORDER)} this hardware has a model for"
             return _with_pretrained("auto", path, _own_card(path, here), online, why)
-    nearest = nearest_pretrained(target, models_dir)
+    nearest = nearest_pretrained(target, models_dir, kinds=AUTO_ORDER_OTHER_HARDWARE)
     if nearest is not None:
         path, card, reason = nearest
-        why = f"auto: no model for {here}; nearest hardware ({reason})"
+        why = (f"auto: no model for {here}; nearest hardware ({reason}); the first of "
+               f"{', '.join(AUTO_ORDER_OTHER_HARDWARE)} it has (transfers best in the real-budget runs)")
         return _with_pretrained("auto", path, card, online, why, fallback=f"no pretrained model for {here}")
     why = f"no pretrained model in {models_dir}/ for {here} or any {target.kind.name} hardware"
     stock = _stock("ms-xgb", target)
