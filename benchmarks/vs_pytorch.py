@@ -1,0 +1,210 @@
+"""Tuned TVM models against PyTorch on this CPU: torch eager and ``torch.compile`` (Inductor, default mode).
+
+    python benchmarks/vs_pytorch.py WORK_DIR [WORK_DIR ...] [--rounds 10] [--out benchmarks/results/vs_pytorch]
+    python benchmarks/vs_pytorch.py experiments/tuning_efficiency/results_real --arm auto --seed 0
+
+Each WORK_DIR is a tuning work dir (its report.json names the model and seed; a folder of real-budget
+results is searched for ``<model>/<arm>/seed<k>`` work dirs under runs/tuning_real). Per model, in one
+process: the TVM build from the work dir's database, torch eager, and ``torch.compile`` are checked
+against eager outputs, then timed in alternating rounds (every arm once per round, median over rounds),
+all with the target's threads. Also a per-task table: which tasks the tuned model spends its time in
+(weight x best measured latency, from the database) and their GFLOP/s. Writes OUT.json and OUT.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from autotune.cli import loadavg, versions, write_json  # noqa: E402
+
+
+def _seconds_per_call(fn, min_s: float = 0.2) -> float:
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_s:
+            return elapsed / n
+
+
+def _flat(out) -> list[np.ndarray]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out.detach().numpy()]
+    if isinstance(out, np.ndarray):
+        return [out]
+    return [x for item in out for x in _flat(item)]
+
+
+def _max_err(out, ref) -> float:
+    a, b = _flat(out), _flat(ref)
+    if len(a) != len(b):
+        return float("inf")
+    return max(float(np.max(np.abs(x.astype(np.float64) - y))) for x, y in zip(a, b))
+
+
+def bench_model(work_dir: str, rounds: int) -> dict:
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    import torch
+    from tvm.s_tir import meta_schedule as ms
+
+    from autotune.frontend import relax as fe
+    from autotune.frontend.models import load_model
+    from autotune.tvmrt.target import hardware_id, parse_target, target_json
+
+    with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    target = parse_target("llvm")
+    cores = int(target_json(target).get("num-cores", 1))
+    os.environ["TVM_NUM_THREADS"] = str(cores)
+    torch.set_num_threads(cores)
+    model = load_model(report["model"], seed=int(report.get("seed") or 0))
+    inputs = model.inputs
+    eager = model.eager_module()
+    with torch.no_grad():
+        ref = eager(*inputs)
+    mod, params = fe.import_exported(model.exported)
+    mod = fe.bind_and_simplify(mod, params)
+    t0 = time.time()
+    tvm_run = fe.VMRunner(fe.compile_with_database(mod, target, ms.database.JSONDatabase(work_dir=work_dir)))
+    tvm_compile_s = time.time() - t0
+    t0 = time.time()
+    compiled = torch.compile(eager)  # Inductor, default mode
+    with torch.no_grad():
+        out_compiled = compiled(*inputs)
+    inductor_compile_s = time.time() - t0
+    errors = {"tvm_tuned": _max_err(tvm_run(*inputs), ref), "torch_compile": _max_err(out_compiled, ref)}
+
+    def call_torch(m):
+        def run():
+            with torch.no_grad():
+                m(*inputs)
+        return run
+
+    arms = {"tvm_tuned": lambda: tvm_run.time(inputs, repeat=1, min_repeat_ms=200)[0],
+            "torch_eager": lambda: _seconds_per_call(call_torch(eager)),
+            "torch_compile": lambda: _seconds_per_call(call_torch(compiled))}
+    samples: dict[str, list[float]] = {k: [] for k in arms}
+    load_before = loadavg()
+    for _ in range(rounds):
+        for name, fn in arms.items():
+            time.sleep(0.3)
+            samples[name].append(fn() * 1e3)
+    lat = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "model": report["model"], "work_dir": os.path.relpath(work_dir, ROOT), "seed": report.get("seed"),
+        "arm": report.get("arm") or report.get("cost_model_used") or report.get("cost_model"),
+        "trials": len(ms.database.JSONDatabase(work_dir=work_dir).get_all_tuning_records()),
+        "hardware_id": hardware_id(target), "threads": cores, "rounds": rounds,
+        "latency_ms": lat, "latency_ms_rounds": samples, "max_abs_error_vs_eager": errors,
+        "compile_s": {"tvm": tvm_compile_s, "inductor_first_call": inductor_compile_s},
+        "tvm_vs_eager": lat["torch_eager"] / lat["tvm_tuned"], "tvm_vs_compile": lat["torch_compile"] / lat["tvm_tuned"],
+        "tasks": task_profile(report), "loadavg_before": load_before, "loadavg_after": loadavg(),
+    }
+
+
+def task_profile(report: dict) -> list[dict]:
+    """Where the tuned model's time goes by the database's best latencies (weight x best), heaviest first."""
+    rows = []
+    for t in report.get("tasks") or []:
+        best = t.get("best_latency_ms")
+        if best is None:
+            continue
+        rows.append({"name": t["name"], "weight": t["weight"], "best_ms": best, "total_ms": best * t["weight"],
+                     "gflops": (t["flops"] / (best * 1e-3) / 1e9) if t.get("flops") else None})
+    total = sum(r["total_ms"] for r in rows) or 1.0
+    for r in rows:
+        r["share"] = r["total_ms"] / total
+    return sorted(rows, key=lambda r: -r["total_ms"])
+
+
+def find_work_dirs(paths: list[str], arm: str, seed: int) -> list[str]:
+    out = []
+    for p in paths:
+        if os.path.exists(os.path.join(p, "report.json")) and os.path.exists(os.path.join(p, "database_tuning_record.json")):
+            out.append(p)
+            continue
+        runs = os.path.join(ROOT, "runs", "tuning_real")
+        for model in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+            wd = os.path.join(runs, model, arm, f"seed{seed}")
+            if os.path.exists(os.path.join(wd, "report.json")):
+                out.append(wd)
+    return out
+
+
+def markdown(results: dict) -> str:
+    lines = ["# Tuned TVM models against PyTorch (this CPU, batch 1)", "",
+             f"Command: `{results['command']}`; host {results['host']}; {results['versions']}.", "",
+             "| model | work dir (arm, trials) | TVM tuned (ms) | torch eager (ms) | torch.compile (ms) | "
+             "TVM vs eager | TVM vs compile | max abs err (TVM / compile) | load before / after |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results["models"]:
+        if "failed" in r:
+            lines.append(f"| {r['work_dir']} | failed: {r['failed']} |")
+            continue
+        lat, e = r["latency_ms"], r["max_abs_error_vs_eager"]
+        lines.append(f"| {r['model']} | {r['work_dir']} ({r['arm']}, {r['trials']}) | {lat['tvm_tuned']:.2f} | "
+                     f"{lat['torch_eager']:.2f} | {lat['torch_compile']:.2f} | {r['tvm_vs_eager']:.2f}x | "
+                     f"{r['tvm_vs_compile']:.2f}x | {e['tvm_tuned']:.2g} / {e['torch_compile']:.2g} | "
+                     f"{r['loadavg_before']} / {r['loadavg_after']} |")
+    lines += ["", "Ratios > 1: TVM is faster. Medians over alternating rounds in one process, same threads.", ""]
+    for r in results["models"]:
+        if "failed" in r:
+            continue
+        lines += [f"## {r['model']}: where the tuned model's time goes (database best latencies)", "",
+                  "| task | weight | best (ms) | weight x best (ms) | share | GFLOP/s |", "|---|---|---|---|---|---|"]
+        for t in r["tasks"][:10]:
+            gf = "-" if t["gflops"] is None else f"{t['gflops']:.1f}"
+            lines.append(f"| {t['name']} | {t['weight']:g} | {t['best_ms']:.3f} | {t['total_ms']:.3f} | "
+                         f"{t['share']:.1%} | {gf} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", help="tuning work dirs, or a real-budget results folder")
+    ap.add_argument("--arm", default="auto", help="with a results folder: which arm's work dirs")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "vs_pytorch"))
+    args = ap.parse_args(argv)
+    from autotune.tvmrt.target import detect_host
+
+    work_dirs = find_work_dirs(args.paths, args.arm, args.seed)
+    if not work_dirs:
+        print(f"error: no tuning work dir (report.json + database) in {args.paths}", file=sys.stderr)
+        return 2
+    results = {"command": " ".join(["python", "benchmarks/vs_pytorch.py", *(argv or sys.argv[1:])]),
+               "host": detect_host().as_json(), "versions": versions(), "models": []}
+    for wd in work_dirs:
+        print(f"{time.strftime('%H:%M:%S')} {wd}", flush=True)
+        try:
+            results["models"].append(bench_model(wd, args.rounds))
+        except Exception as err:  # noqa: BLE001 - one model's failure is a row, the others still run
+            results["models"].append({"work_dir": wd, "failed": f"{type(err).__name__}: {err}"[:300]})
+    write_json(args.out + ".json", results)
+    with open(args.out + ".md", "w", encoding="utf-8") as f:
+        f.write(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
