@@ -25,6 +25,8 @@ import time
 
 import numpy as np
 
+from autotune.costmodel.inputs import stack_programs
+
 logger = logging.getLogger("autotune.collect")
 POOL_DIR = "active_pool"
 
@@ -36,8 +38,7 @@ def pool_path(root: str, key: str) -> str:
 
 def save_task_pool(root: str, key: str, traces: list[str], feats: list[np.ndarray]) -> None:
     os.makedirs(os.path.join(root, POOL_DIR), exist_ok=True)
-    offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in feats])]).astype(np.int64)
-    store = np.concatenate(feats).astype(np.float32) if feats else np.zeros((0, 164), np.float32)
+    store, offsets = stack_programs(feats)
     tmp = pool_path(root, key) + ".tmp.npz"
     np.savez_compressed(tmp, traces=np.asarray(json.dumps(traces)), feats=store, offsets=offsets)
     os.replace(tmp, pool_path(root, key))

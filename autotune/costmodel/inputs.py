@@ -140,6 +140,11 @@ class ProgramBatch:
                             self.store_feats[rows], offsets)
 
     @classmethod
+    def from_programs(cls, per_program: list[np.ndarray]) -> ProgramBatch:
+        """``from_store`` from one [stores, N_STORE_FEATS] array per program."""
+        return cls.from_store(*stack_programs(per_program))
+
+    @classmethod
     def from_store(cls, store_feats: np.ndarray, offsets: np.ndarray) -> ProgramBatch:
         """Programs without their traces (for models that read only the per-store features): every
         sequence is one padding token."""
@@ -175,3 +180,11 @@ def normalized_throughput(latency: np.ndarray, groups: np.ndarray) -> np.ndarray
         m = groups == g
         y[m] = np.min(latency[m]) / latency[m]
     return y
+
+
+def stack_programs(per_program: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One [stores, N_STORE_FEATS] array per program -> (all store rows float32, offsets [n + 1])."""
+    offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in per_program])]).astype(np.int64)
+    store = (np.concatenate(per_program).astype(np.float32) if per_program
+             else np.zeros((0, N_STORE_FEATS), np.float32))
+    return store, offsets

@@ -22,7 +22,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel  # noqa: E402
 from tvm.tirx import FloatImm, IntImm  # noqa: E402
 
 from autotune.costmodel import CostModel, ProgramBatch  # noqa: E402
-from autotune.costmodel.inputs import encode_steps  # noqa: E402
+from autotune.costmodel.inputs import encode_steps, stack_programs  # noqa: E402
 from autotune.costmodel.online import OnlineLearner  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -31,8 +31,7 @@ logger = logging.getLogger(__name__)
 def candidates_to_batch(context, candidates, extractor, traces: bool = True) -> ProgramBatch:
     """Per-store features (+ trace tokens when ``traces``; models that do not read traces skip them)."""
     feats = [f.numpy().astype(np.float32) for f in extractor.extract_from(context, candidates)]
-    offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in feats])]).astype(np.int64)
-    store = np.concatenate(feats) if feats else np.zeros((0, 164), np.float32)
+    store, offsets = stack_programs(feats)
     if not traces:
         return ProgramBatch.from_store(store, offsets)
     return ProgramBatch.from_encoded([encode_trace_object(c.sch.trace) for c in candidates], store, offsets)

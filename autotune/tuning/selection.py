@@ -78,7 +78,7 @@ class BatchSelector:
             self.stats["fallback_rounds"] += 1
             return np.arange(k)
         every = list(store_feats) + list(feats)
-        batch = _batch(every)
+        batch = ProgramBatch.from_programs(every)
         m = len(every) - n
         full_scores = np.concatenate([scores if scores is not None else np.zeros(n), np.zeros(m)])
         full_spread = None if spread is None else np.concatenate([spread, np.zeros(m)])
@@ -99,15 +99,10 @@ class BatchSelector:
         ok = [i for i, x in enumerate(lat) if x is not None]
         if len(ok) < MIN_MEASURED_FOR_SPREAD:
             return None
-        train = _batch([feats[i] for i in ok])
+        train = ProgramBatch.from_programs([feats[i] for i in ok])
         secs = np.asarray([lat[i] for i in ok], np.float64)
         ens = BootstrapEnsemble("xgb", n_members=4, seed=self.seed)
         ens.fit(train, secs.min() / secs, np.zeros(len(ok), np.int64))  # normalized throughput (the contract's y)
-        _, spread = ens.predict_with_spread(_batch(proposals))
+        _, spread = ens.predict_with_spread(ProgramBatch.from_programs(proposals))
         return np.asarray(spread, np.float64)
 
-
-def _batch(store_feats: list[np.ndarray]) -> ProgramBatch:
-    offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in store_feats])]).astype(np.int64)
-    store = np.concatenate(store_feats).astype(np.float32) if store_feats else np.zeros((0, 164), np.float32)
-    return ProgramBatch.from_store(store, offsets)

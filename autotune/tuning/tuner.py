@@ -284,10 +284,12 @@ class _TuneRun:
         features or None). Greedy: the first ``cap`` proposals. A sampler (``--batch-selection``): ``cap``
         of the fresh proposals, picked with the run's cost-model scores; the unpicked ones are not told."""
         if self.selector.sampler is None:
-            candidates = proposed[:cap]
-            return candidates, [c for c in candidates if trace_key(c.sch.trace) not in state.measured], None
-        fresh = [c for c in proposed if trace_key(c.sch.trace) not in state.measured]
-        repeats = [c for c in proposed if trace_key(c.sch.trace) in state.measured]
+            proposed = proposed[:cap]
+        old = [trace_key(c.sch.trace) in state.measured for c in proposed]  # one key per proposal
+        fresh = [c for c, o in zip(proposed, old) if not o]
+        if self.selector.sampler is None:
+            return proposed, fresh, None
+        repeats = [c for c, o in zip(proposed, old) if o]
         if not fresh:
             return repeats, [], None
         t0 = time.perf_counter()
