@@ -8,6 +8,10 @@ import sys
 
 sys.modules.setdefault("torch", None)  # type: ignore[assignment]
 
+from autotune.tvmrt.pdeath import die_with_parent  # noqa: E402
+
+die_with_parent()  # a SIGKILLed tuner must not leave workers building or running for minutes
+
 from autotune.tvmrt.cuda_build import load_stub_if_requested  # noqa: E402
 
 load_stub_if_requested()  # CUDA builds on a machine without a GPU (cuda_build.py)

@@ -9,6 +9,8 @@ import threading
 
 from tvm.support.popen_pool import PopenPoolExecutor, PopenWorker
 
+from autotune.tvmrt.pdeath import PARENT_ENV
+
 WORKER_MODULE = "autotune.tvmrt._worker_main"
 
 
@@ -19,8 +21,9 @@ class LeanPopenWorker(PopenWorker):
         main_read, worker_write = os.pipe()
         worker_read, main_write = os.pipe()
         cmd = [sys.executable, "-m", WORKER_MODULE, str(worker_read), str(worker_write)]
+        env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
         self._proc = subprocess.Popen(
-            cmd, pass_fds=(worker_read, worker_write), stdout=self._stdout, stderr=self._stderr
+            cmd, pass_fds=(worker_read, worker_write), stdout=self._stdout, stderr=self._stderr, env=env
         )
         os.close(worker_read)
         os.close(worker_write)

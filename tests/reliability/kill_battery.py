@@ -144,8 +144,9 @@ def battery(kind: str, kills: int, seed: int, work: str, delays: tuple[float, fl
     read = db_records if kind == "tune" else dataset_rows
     cycles, seen = [], set()
     with open(log_path, "a") as log:
-        for i in range(kills + 1):
-            final = i == kills
+        i, landed = 0, 0
+        while True:  # until `kills` kills landed (a run may end before its delay), then one clean resume
+            final = landed >= kills or i >= 2 * kills
             have = len(read(folder))
             if kind == "tune":  # some cycles only compile (no trials left): kills land in compile too
                 goal = have + 4 if final else (have if rng.random() < compile_fraction and have else have + 400)
@@ -161,10 +162,15 @@ def battery(kind: str, kills: int, seed: int, work: str, delays: tuple[float, fl
             seen |= set(rows)
             cycles.append(res)
             print(json.dumps({kind: res}), flush=True)
+            landed += res["killed"]
+            i += 1
+            if final:
+                break
     summary = {"kills": sum(c["killed"] for c in cycles), "lost": sum(c["lost"] for c in cycles),
                "duplicates": max(c["duplicates"] for c in cycles), "final_rows": cycles[-1]["rows"],
                "unkilled_failures": sum(1 for c in cycles if not c["killed"] and c["rc"] != 0),
-               "orphaned_workers": sum(c["orphans"] for c in cycles)}
+               "orphaned_workers": sum(c["orphans"] for c in cycles),
+               "load_1min_at_end": round(os.getloadavg()[0], 2)}
     summary.update(_final_checks(kind, folder))
     return {"kind": kind, "cycles": cycles, "summary": summary}
 
@@ -199,7 +205,7 @@ def _journal_rows(folder: str) -> int:
 
 def markdown(results: list[dict], command: str) -> str:
     lines = ["# Reliability: kill battery", "",
-             f"Reproduce: `{command}` (2-core machine, shared with a background collection).", "",
+             f"Reproduce: `{command}` (2-core machine; `load_1min_at_end` below).", "",
              "Each cycle SIGKILLs the main process after a random delay, then reads the work dir / dataset; "
              "the next cycle resumes it. `lost` = rows on disk before the kill that are gone after; "
              "`duplicates` = rows written twice (same workload/task, trace and timing); `where` = the phase "
@@ -269,7 +275,8 @@ def main(argv=None) -> int:
             json.dump({"command": command, "results": results}, f, indent=1)
         _write_report(args.out, results, command, args.notes)
     bad = [r["kind"] for r in results if r["summary"]["lost"] or r["summary"]["duplicates"]
-           or r["summary"]["unkilled_failures"]]
+           or r["summary"]["unkilled_failures"] or r["summary"]["orphaned_workers"]
+           or any("duplicate" in i for i in r["summary"].get("db_issues", []))]
     print(json.dumps({r["kind"]: r["summary"] for r in results}, indent=1))
     return 1 if bad else 0
 

@@ -18,6 +18,7 @@ def test_quick_kill_battery(kind, tmp_path):
     assert s["kills"] >= 1, res["cycles"]
     assert s["lost"] == 0 and s["duplicates"] == 0 and s["unkilled_failures"] == 0, res["cycles"]
     assert s["final_rows"] > 0
+    assert s["orphaned_workers"] == 0, res["cycles"]  # workers die with their killed parent (pdeath.py)
     if kind == "tune":
         assert s["stock_tvm_loads"] == s["final_rows"] and s["report_written"], s
         assert not [i for i in s["db_issues"] if "duplicate" in i or "corrupt" in i], s["db_issues"]
