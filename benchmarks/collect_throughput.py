@@ -1,12 +1,14 @@
 """Collection throughput, local runner vs TVM RPC runner, side by side on the same tasks.
 
     python benchmarks/collect_throughput.py                  # 4 tasks x 32 programs per arm
-    python benchmarks/collect_throughput.py --tasks 2 --programs 16
+    python benchmarks/collect_throughput.py --tasks 2 --programs 16 --servers 1,2,3
 
 Each arm runs ``python -m autotune.collect`` into a fresh folder on the same first tasks of the
-pool (mobilenet_v2's, the heaviest first); the RPC arm starts a tracker and one server on this
-machine (what a measurement farm of one looks like; a real farm adds network time). Programs per
-hour and the build/run split come from each dataset's manifest (``collection_runs``). Writes
+pool (mobilenet_v2's, the heaviest first); an RPC arm starts a tracker and N servers on this
+machine (a local measurement farm; a real farm adds network time, and its servers do not share
+this machine's 2 cores with the builders). The runner opens one session per connected server, so
+the run phase (remote link + timing) of N candidates overlaps. Programs per hour and the build/run
+split come from each dataset's manifest (``collection_runs``). Writes
 benchmarks/results/collect_throughput.{json,md}.
 """
 
@@ -26,7 +28,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from autotune.cli import loadavg, versions, write_results  # noqa: E402
-from autotune.tvmrt.farm import local_farm  # noqa: E402
+from autotune.tvmrt.farm import local_farm_servers  # noqa: E402
 
 
 def _arm(name: str, out: str, args, extra: list[str]) -> dict:
@@ -50,15 +52,18 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="mobilenet_v2")
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--programs", type=int, default=32)
+    ap.add_argument("--servers", default="1,2,3", help="RPC arms: farm sizes (servers on this machine)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="collect-throughput-")
     load_start = loadavg()
     rows = [_arm("local", os.path.join(tmp, "local"), args, [])]
     try:
-        with local_farm("bench") as addr:
-            rows.append(_arm("rpc (tracker + 1 server, localhost)", os.path.join(tmp, "rpc"), args,
-                             ["--rpc-tracker", addr, "--rpc-key", "bench"]))
+        for n in [int(x) for x in args.servers.split(",") if x]:
+            with local_farm_servers("bench", n) as (addr, _servers):
+                rows.append(_arm(f"rpc (tracker + {n} server{'s' if n > 1 else ''}, localhost)",
+                                 os.path.join(tmp, f"rpc{n}"), args, ["--rpc-tracker", addr, "--rpc-key", "bench"]))
+                rows[-1]["servers"] = n
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res = {"model": args.model, "tasks": args.tasks, "programs_per_task": args.programs, "rows": rows,
@@ -66,10 +71,15 @@ def main(argv=None) -> int:
            "command": "python benchmarks/collect_throughput.py " + " ".join(argv or sys.argv[1:])}
     lines = [f"Collection throughput on {args.model}'s first {args.tasks} tasks x {args.programs} programs, one arm "
              f"after the other; load {load_start} -> {res['loadavg_end']}. `{res['command']}`", "",
-             "| arm | programs (valid) | wall (s) | build (s) | run (s) | programs/hour |", "|---|---:|---:|---:|---:|---:|"]
+             "| arm | programs (valid) | wall (s) | build (s) | run (s) | programs/hour | run phase: programs/hour "
+             "| vs 1 server (run phase / overall) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    one = next((r for r in rows if r.get("servers") == 1), None)
     for r in rows:
+        r["run_phase_per_hour"] = r["programs"] / r["run_s"] * 3600 if r["run_s"] else None
+        vs = (f"{r['run_phase_per_hour'] / one['run_phase_per_hour']:.2f}x / "
+              f"{r['programs_per_hour'] / one['programs_per_hour']:.2f}x" if one and "servers" in r else "")
         lines.append(f"| {r['arm']} | {r['programs']} ({r['valid']}) | {r['wall_s']:.0f} | {r['build_s']:.0f} | "
-                     f"{r['run_s']:.0f} | {r['programs_per_hour']:.0f} |")
+                     f"{r['run_s']:.0f} | {r['programs_per_hour']:.0f} | {r['run_phase_per_hour']:.0f} | {vs} |")
     write_results(os.path.join(args.out, "collect_throughput.json"), res, os.path.join(args.out, "collect_throughput.md"),
                   "\n".join(lines) + "\n")
     return 0

@@ -159,19 +159,26 @@ def _tracker_summary(host: str, port: int, timeout: float) -> dict:
     return reply[1]
 
 
-def _registered_keys(summary: dict) -> set[str]:
-    keys = set((summary.get("queue_info") or {}).keys())
-    for info in summary.get("server_info") or []:
-        key = str(info.get("key", ""))
-        keys.add(key.split(":", 1)[1] if key.startswith("server:") else key)
-    return keys
+def live_servers(summary: dict, key: str) -> int:
+    """Servers connected to the tracker under ``key`` now (``queue_info`` keeps a key after its last
+    server is gone, so it cannot tell)."""
+    return sum(1 for info in summary.get("server_info") or []
+               if str(info.get("key", "")).split(":", 1)[-1] == key)
 
 
-def check_rpc(rpc: RPCSettings, wait_sec: float = 20.0, timeout_sec: float = 5.0) -> None:
-    """The tracker answers and a server is registered under ``rpc.key``, or one UserError line.
+def _live_keys(summary: dict) -> set[str]:
+    return {str(info.get("key", "")).split(":", 1)[-1] for info in summary.get("server_info") or []}
 
-    Without this check an unreachable tracker cost 60 s of retries and tracebacks from runner
-    threads, and the run then ended "successfully" having measured nothing."""
+
+def wait_for_servers(rpc: RPCSettings, wait_sec: float = 20.0, timeout_sec: float = 5.0,
+                     mid_run: bool = False) -> int:
+    """The number of servers connected under ``rpc.key`` (waiting up to ``wait_sec`` for one), or one
+    UserError line that says what is missing.
+
+    Before a run (``mid_run=False``) this replaces 60 s of TVM's "Cannot connect to tracker" retries and
+    tracebacks from runner threads, after which a run ended "successfully" having measured nothing.
+    Mid-run (before each group of candidates) it stops a run whose last server died, which used to wait
+    for a session forever; everything measured is already in the work dir."""
     from autotune.errors import UserError
 
     where = f"--rpc-tracker {rpc.tracker_host}:{rpc.tracker_port}"
@@ -180,53 +187,38 @@ def check_rpc(rpc: RPCSettings, wait_sec: float = 20.0, timeout_sec: float = 5.0
         try:
             summary = _tracker_summary(rpc.tracker_host, rpc.tracker_port, timeout_sec)
         except (TimeoutError, ValueError, EOFError, OSError) as err:
+            if mid_run:
+                raise UserError(f"{where}: the tracker stopped answering mid-run; everything measured so far is "
+                                "in the work dir: restart it and run the same command again") from None
             reason = err.strerror if isinstance(err, OSError) and err.strerror else (str(err) or type(err).__name__)
             raise UserError(
                 f"{where}: no TVM RPC tracker answers there ({reason}); start one with python -m "
                 f"tvm.exec.rpc_tracker --host 127.0.0.1 --port {rpc.tracker_port}, or fix the address"
             ) from None
-        keys = _registered_keys(summary)
-        if rpc.key in keys:
-            return
+        n = live_servers(summary, rpc.key)
+        if n:
+            return n
         if time.time() >= deadline:
+            if mid_run:
+                raise UserError(f"--rpc-key {rpc.key}: no RPC server left under this key at {rpc.tracker_host}:"
+                                f"{rpc.tracker_port} (the last one went away mid-run, {wait_sec:.0f} s ago); "
+                                "everything measured so far is in the work dir: start a server and run the same "
+                                "command again")
             raise UserError(
                 f"--rpc-key {rpc.key}: no RPC server registered under this key at {rpc.tracker_host}:"
-                f"{rpc.tracker_port} after {wait_sec:.0f} s (keys there: {', '.join(sorted(keys)) or 'none'}); "
-                f"start one with python -m tvm.exec.rpc_server --tracker {rpc.tracker_host}:{rpc.tracker_port} "
-                f"--key {rpc.key} --host 127.0.0.1"
+                f"{rpc.tracker_port} after {wait_sec:.0f} s (keys there: "
+                f"{', '.join(sorted(_live_keys(summary))) or 'none'}); start one with python -m tvm.exec.rpc_server "
+                f"--tracker {rpc.tracker_host}:{rpc.tracker_port} --key {rpc.key} --host 127.0.0.1"
             )
-        logger.info("waiting for an RPC server under key %r at the tracker (%.0f s left)", rpc.key,
-                    deadline - time.time())
-        time.sleep(2.0)
-
-
-def live_servers(summary: dict, key: str) -> int:
-    """Servers connected to the tracker under ``key`` now (``queue_info`` keeps a key after its last
-    server is gone, so it cannot tell)."""
-    return sum(1 for info in summary.get("server_info") or []
-               if str(info.get("key", "")).split(":", 1)[-1] == key)
-
-
-def check_farm_alive(rpc: RPCSettings, wait_sec: float = 20.0) -> None:
-    """Between batches: a server is still registered under the key, or one UserError line. Without it a
-    run whose last server died waited for a session forever."""
-    from autotune.errors import UserError
-
-    deadline = time.time() + wait_sec
-    while True:
-        try:
-            summary = _tracker_summary(rpc.tracker_host, rpc.tracker_port, 5.0)
-        except (TimeoutError, ValueError, EOFError, OSError):
-            raise UserError(f"--rpc-tracker {rpc.tracker_host}:{rpc.tracker_port}: the tracker stopped answering "
-                            "mid-run; everything measured so far is in the work dir: restart it and run the same "
-                            "command again") from None
-        if live_servers(summary, rpc.key):
-            return
-        if time.time() >= deadline:
-            raise UserError(f"--rpc-key {rpc.key}: no RPC server left under this key at {rpc.tracker_host}:"
-                            f"{rpc.tracker_port} (the last one went away mid-run, {wait_sec:.0f} s ago); everything "
-                            "measured so far is in the work dir: start a server and run the same command again")
+        if not mid_run:
+            logger.info("waiting for an RPC server under key %r at the tracker (%.0f s left)", rpc.key,
+                        deadline - time.time())
         time.sleep(1.0)
+
+
+def check_rpc(rpc: RPCSettings, wait_sec: float = 20.0, timeout_sec: float = 5.0) -> int:
+    """Before a run: the tracker answers and a server is connected under ``rpc.key`` (returns how many)."""
+    return wait_for_servers(rpc, wait_sec, timeout_sec, mid_run=False)
 
 
 @derived_object
@@ -268,7 +260,8 @@ class LeanLocalRunner(PyRunner):
         return results
 
 
-def make_runner(kind: str = "llvm", rpc: RPCSettings | None = None, timeout_sec: float = 30.0):
+def make_runner(kind: str = "llvm", rpc: RPCSettings | None = None, timeout_sec: float = 30.0, workers: int = 1):
+    """A local runner, or MetaSchedule's RPCRunner with ``workers`` sessions at a time (one per server)."""
     init = worker_initializer_cuda if kind == "cuda" else worker_initializer_llvm
     config = default_evaluator_config(kind)
     if rpc is not None:
@@ -280,11 +273,10 @@ def make_runner(kind: str = "llvm", rpc: RPCSettings | None = None, timeout_sec:
         )
         runner = ms.runner.RPCRunner(rpc_config=rpc_config, evaluator_config=config, max_workers=1, initializer=init)
         # Stock RPCRunner's pool has no timeout: a candidate waiting for a session from a tracker whose
-        # servers are gone waited forever. Its worker is now killed after the session timeout.
-        from tvm.support.popen_pool import PopenPoolExecutor
-
+        # servers are gone waited forever. Its workers are now lean (no torch, die with this process)
+        # and killed after the session timeout.
         runner.pool.shutdown()
-        runner.pool = PopenPoolExecutor(max_workers=1, timeout=rpc.session_timeout_sec, initializer=init)
+        runner.pool = LeanPopenPool(max_workers=max(1, workers), timeout=rpc.session_timeout_sec, initializer=init)
         return runner
     return LeanLocalRunner(timeout_sec=timeout_sec, evaluator_config=config, kind=kind)
 
@@ -313,12 +305,12 @@ class Measurer:
 
     def __init__(self, target, rpc: RPCSettings | None = None, build_timeout_sec: float = 60.0,
                  run_timeout_sec: float = 30.0):
-        if rpc is not None:
-            check_rpc(rpc)  # before any pool starts: an unreachable farm is one line, not 60 s of retries
+        # before any pool starts: an unreachable farm is one line, not 60 s of retries
+        self.rpc_workers = check_rpc(rpc) if rpc is not None else 0  # one session per server found at start
         kind = str(target.kind.name)
         self.target, self.rpc = target, rpc
         self.builder = PooledBuilder(target_kind=kind, link_shared=rpc is None, timeout_sec=build_timeout_sec)
-        self.runner = make_runner(kind, rpc, timeout_sec=run_timeout_sec)
+        self.runner = make_runner(kind, rpc, timeout_sec=run_timeout_sec, workers=self.rpc_workers)
         self.device_type = "cuda" if kind == "cuda" else "cpu"
         self.times = MeasureTimes()
 
@@ -368,13 +360,15 @@ class Measurer:
             return []
         if self.rpc is None:
             return [fut.result() for fut in self.runner.run(runner_inputs)]
-        # RPC: one candidate at a time, the farm checked before each. A candidate on a server that dies
-        # fails at once (its connection resets); without the check the next ones waited for a session
-        # from a tracker with no server left (60 s each, then forever for the next batch).
-        results = []
-        for inp in runner_inputs:
-            check_farm_alive(self.rpc)
-            results.append(self.runner.run([inp])[0].result())
+        # RPC: as many candidates at a time as servers are connected (at most one per server found at the
+        # start), the farm checked before each group. A candidate on a server that dies fails at once (its
+        # connection resets); without the check the next ones waited for a session from a tracker with no
+        # server left (60 s each, then forever for the next batch).
+        results, i = [], 0
+        while i < len(runner_inputs):
+            n = min(wait_for_servers(self.rpc, mid_run=True), max(1, self.rpc_workers))
+            results += [fut.result() for fut in self.runner.run(runner_inputs[i:i + n])]
+            i += n
         return results
 
     def close(self) -> None:

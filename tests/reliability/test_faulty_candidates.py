@@ -34,6 +34,19 @@ def _programs():
     }
 
 
+def _sleeper(seconds: int):
+    """``b = a + 1`` that calls libc ``sleep(seconds)`` first: a good kernel that keeps its runner busy."""
+    from autotune.tvmrt.startup import fast_start
+
+    fast_start("llvm")
+    from tvm import te, tirx
+
+    a = te.placeholder((1,), "float32", name="a")  # one element: one sleep per kernel call
+    b = te.compute((1,), lambda i: a[i] + tirx.Cast("float32", tirx.call_extern("int32", "sleep", seconds)) * 0.0
+                   + 1.0, name="b")
+    return te.create_prim_func([a, b])
+
+
 def _candidate(func):
     import tvm
     from tvm.s_tir import meta_schedule as ms

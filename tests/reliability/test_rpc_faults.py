@@ -136,3 +136,36 @@ def test_servers_killed_mid_run(tmp_path):
         assert res.returncode == 0, res.stderr[-3000:]
     final = scan_database(wd)
     assert len(final.record_lines) == 40 and not [i for i in final.issues if i.kind == "duplicate"]
+
+
+@pytest.mark.slow
+def test_one_session_per_server_at_a_time(tmp_path):
+    """Three servers: the runner opens one session per connected server, so three candidates run at once
+    (the tracker's count of free servers reaches 0 while they sleep), not one after the other."""
+    from autotune.tvmrt.farm import _free_servers, local_farm_servers
+    from autotune.tvmrt.measure import Measurer, RPCSettings
+    from autotune.tvmrt.target import parse_target
+
+    from .test_faulty_candidates import _candidate, _sleeper
+
+    with local_farm_servers("par-key", 3) as (addr, _servers):
+        host, port = addr.split(":")
+        m = Measurer(parse_target("llvm"), rpc=RPCSettings(host, int(port), "par-key"))
+        try:
+            assert m.rpc_workers == 3
+            free, stop = [], threading.Event()
+
+            def watch():
+                while not stop.is_set():
+                    free.append(_free_servers(int(port), "par-key"))
+                    time.sleep(0.2)
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            outcomes, _, _ = m.measure([_candidate(_sleeper(1)) for _ in range(3)])
+            stop.set()
+            watcher.join()
+        finally:
+            m.close()
+    assert [o.error_kind for o in outcomes] == ["ok"] * 3, [o.error_msg[:300] for o in outcomes]
+    assert min(free) == 0, f"free servers seen while measuring: {sorted(set(free))} (sessions not parallel)"
