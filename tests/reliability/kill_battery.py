@@ -127,8 +127,10 @@ def _run_once(cmd: list[str], folder: str, kill_after: float | None, log) -> dic
 
 
 def _group_members(pgid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True, text=True, check=False).stdout
-    return [int(x) for x in out.split()]
+    """Live members of the process group (zombies are dead: killed workers wait there to be reaped)."""
+    out = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(pgid)], capture_output=True, text=True,
+                         check=False).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if line.split() and not line.split()[1].startswith("Z")]
 
 
 def _check(before: set[str], rows: list[str]) -> dict:
