@@ -89,6 +89,18 @@ class _Trained(TransferMethod):
             return copy.deepcopy(source_model.net_)
 
 
+class _WithReplay(_Trained):
+    """Methods that also read source replay: at most ``replay`` source programs (whole tasks, random);
+    each step reads ``aux_groups`` tasks of at most ``aux_group_size`` programs of each extra pool."""
+
+    def __init__(self, steps: int = 300, lr_scale: float = 0.5, replay: int = 4000, aux_groups: int = 4,
+                 aux_group_size: int = 32, seed: int = 0, num_threads: int = 1) -> None:
+        super().__init__(steps=steps, lr_scale=lr_scale, seed=seed, num_threads=num_threads)
+        self.replay = replay
+        self.aux_groups = aux_groups
+        self.aux_group_size = aux_group_size
+
+
 class FineTune(_Trained):
     """The source model trained further on the target programs (torch: ``steps`` at ``lr_scale`` x its
     learning rate; XGBoost and other boosters: ``rounds`` more boosting rounds on the target)."""
@@ -120,7 +132,7 @@ class FineTune(_Trained):
         return new_like(source_model, net, {"transfer": self.name, **history})
 
 
-class MTL(_Trained):
+class MTL(_WithReplay):
     """TLP-style multi-task learning: one shared trunk, one output head per hardware, trained on source
     replay (source head, source measurements) and target programs (target head) together. The returned
     model is the trunk with the target head (a plain model of the source's kind).
@@ -135,12 +147,10 @@ class MTL(_Trained):
     def __init__(self, steps: int = 300, lr_scale: float = 0.5, source_weight: float = 1.0, replay: int = 4000,
                  from_source: bool = True, aux_groups: int = 4, aux_group_size: int = 32, seed: int = 0,
                  num_threads: int = 1) -> None:
-        super().__init__(steps=steps, lr_scale=lr_scale, seed=seed, num_threads=num_threads)
+        super().__init__(steps=steps, lr_scale=lr_scale, replay=replay, aux_groups=aux_groups,
+                         aux_group_size=aux_group_size, seed=seed, num_threads=num_threads)
         self.source_weight = source_weight
-        self.replay = replay
         self.from_source = from_source
-        self.aux_groups = aux_groups
-        self.aux_group_size = aux_group_size
 
     def supports(self, model):
         cls = model if isinstance(model, type) else type(model)
@@ -172,7 +182,7 @@ class MTL(_Trained):
         return new_like(source_model, two.target_net(), {"transfer": self.name, **history})
 
 
-class CKD(_Trained):
+class CKD(_WithReplay):
     """Continual knowledge distillation (after TCL): the student starts as the source model (the teacher)
     and learns the target measurements while keeping the teacher's per-task rankings where it has no
     target labels, so it keeps what it knew about the source hardware.
@@ -196,15 +206,13 @@ class CKD(_Trained):
                  unlabeled_weight: float = 0.5, tau: float = 0.5, replay: int = 4000, unlabeled_max: int = 4000,
                  aux_groups: int = 4, aux_group_size: int = 32, rounds: int = 100, seed: int = 0,
                  num_threads: int = 1) -> None:
-        super().__init__(steps=steps, lr_scale=lr_scale, seed=seed, num_threads=num_threads)
+        super().__init__(steps=steps, lr_scale=lr_scale, replay=replay, aux_groups=aux_groups,
+                         aux_group_size=aux_group_size, seed=seed, num_threads=num_threads)
         self.rounds = rounds
         self.distill_weight = distill_weight
         self.unlabeled_weight = unlabeled_weight
         self.tau = tau
-        self.replay = replay
         self.unlabeled_max = unlabeled_max
-        self.aux_groups = aux_groups
-        self.aux_group_size = aux_group_size
 
     def supports(self, model):
         cls = model if isinstance(model, type) else type(model)
