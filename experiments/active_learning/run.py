@@ -50,6 +50,10 @@ SAMPLERS = (
     "random-per-task",
 )
 FULL = "all"  # the sampler name of the 100% rows
+# How top-k treats tied scores (autotune.costmodel.metrics): runs scored before the tie-aware top-k
+# (no "metric" field; a tie counted as a hit for whichever program sorted first) are kept in runs.jsonl
+# but not mixed with these; a rerun re-fits them.
+METRIC = "topk-expected-over-ties"
 
 
 def model_params(kind: str, seed: int, quick: bool, xgb_config: str = "default") -> dict:
@@ -294,7 +298,7 @@ def main(argv=None) -> int:
     configs = {k: config_key(k, args.quick, args.xgb_config) for k in kinds}
 
     def ours(r: dict) -> bool:
-        return r.get("pool") == key and r.get("config") == configs.get(r["kind"])
+        return r.get("pool") == key and r.get("config") == configs.get(r["kind"]) and r.get("metric") == METRIC
 
     done = {(r["sampler"], r["fraction"], r["seed"], r["kind"]) for r in read_runs(runs_path) if ours(r)}
     rounds = tuple(sorted(set(r for r in ROUNDS if r <= max(fractions)) | set(fractions)))
@@ -328,6 +332,7 @@ def main(argv=None) -> int:
             "kind": kind,
             "pool": key,
             "config": configs[kind],
+            "metric": METRIC,
             "pool_programs": len(train),
             **res,
             "loadavg": loadavg(),
