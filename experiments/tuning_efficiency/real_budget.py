@@ -252,6 +252,31 @@ def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _check_args(args) -> None:
+    """Bad flags: one line naming what is wrong and what is accepted (run_main: exit 2)."""
+    from autotune.costmodel.online import ONLINE_UPDATES
+    from autotune.costmodel.sampling import REGISTRY as SAMPLERS
+    from autotune.errors import UserError
+    from autotune.tuning.costmodels import COST_MODELS
+    from autotune.zoo import list_models
+
+    bad = [m for m in args.models.split(",") if m not in list_models()]
+    if bad:
+        raise UserError(f"--models: unknown {bad}; valid: {', '.join(list_models())}")
+    if not all(s.strip().isdigit() for s in args.seeds.split(",")):
+        raise UserError(f"--seeds: expected comma-separated integers like 0,1,2, got {args.seeds!r}")
+    for arm in args.arms.split(","):
+        base, _, selection = arm.partition("+")
+        name, _, online = base.partition(":")
+        if arm == "stock-ms":
+            continue
+        if (name not in COST_MODELS or (online and online not in ONLINE_UPDATES)
+                or (selection and selection != "greedy" and selection not in SAMPLERS)):
+            raise UserError(f"--arms: cannot read {arm!r}; an arm is stock-ms or COST_MODEL[:ONLINE_UPDATE]"
+                            f"[+BATCH_SELECTION] with COST_MODEL one of {', '.join(COST_MODELS)}, ONLINE_UPDATE one "
+                            f"of {', '.join(ONLINE_UPDATES)}, BATCH_SELECTION greedy or one of {', '.join(SAMPLERS)}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(HELD_OUT_MODELS))
@@ -266,6 +291,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tune", action="store_true",
                     help="start no tuning run; time the snapshots of the arms already tuned (end of a sitting)")
     args = ap.parse_args(argv)
+    _check_args(args)
     if args.quick:
         args.models, args.arms, args.seeds, args.trials_per_task, args.rounds = "tiny_mlp", "stock-ms,ms-xgb", "0", 4, 2
         args.work_root = os.path.join(args.work_root, "quick")
@@ -291,4 +317,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from autotune.cli import run_main
+
+    raise SystemExit(run_main(main))  # bad arguments: one line, exit 2
