@@ -12,6 +12,9 @@ Two fixes from shared/TVM_NOTES.md, applied in every process that touches TVM
    object stands in for ``tvm.s_tir.tensor_intrin`` and only its ``x86`` (or
    ``cuda``) submodule is imported, so later ``import tvm.s_tir.tensor_intrin``
    is a no-op.
+
+It also registers a vectorizable ``erf`` lowering for CPU code (fastmath.py: GELU ran on libm's scalar
+``erff``).
 """
 
 from __future__ import annotations
@@ -110,6 +113,9 @@ def fast_start(target_kind: str = "llvm") -> None:
 
     if not _DONE:
         _patch_parsers()
+        from autotune.tvmrt.fastmath import register_fast_erf
+
+        register_fast_erf()  # a vectorizable erf on CPU (GELU): fastmath.py
     _register_intrinsics(target_kind)
     _DONE.add(target_kind)
 
