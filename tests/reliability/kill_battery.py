@@ -154,7 +154,8 @@ def battery(kind: str, kills: int, seed: int, work: str, delays: tuple[float, fl
                 goal = have + 4 if final else (have if rng.random() < compile_fraction and have else have + 400)
                 cmd = _tune_cmd(folder, goal)
             else:
-                per_task = (have // 2 + 4) if final else 400
+                # tiny_mlp has 2 tasks: always more to measure than a cycle can, so every cycle is killed
+                per_task = have // 2 + (4 if final else 400)
                 cmd = _collect_cmd(folder, per_task)
             log.write(f"\n===== cycle {i} {' '.join(cmd[2:])}\n")
             log.flush()
@@ -216,7 +217,10 @@ def markdown(results: list[dict], command: str) -> str:
              "(5 tasks); collect: `tiny_mlp`'s 2 tasks.", ""]
     for res in results:
         s = res["summary"]
-        lines += [f"## {res['kind']}", "", "| summary | value |", "|---|---|"]
+        lines += [f"## {res['kind']}", ""]
+        if res.get("command") and res["command"] != command:
+            lines += [f"This section: `{res['command']}`.", ""]
+        lines += ["| summary | value |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in s.items()]
         wheres: dict[str, int] = {}
         for c in res["cycles"]:
@@ -249,6 +253,19 @@ def _write_report(out: str, results: list[dict], command: str, notes: str | None
         f.write(text)
 
 
+def _kept_results(path: str, rerun: set[str]) -> list[dict]:
+    """The commands of an earlier report that this run did not repeat (``--commands collect`` after a
+    full battery keeps the tune section), each with the command that produced it."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        old = json.load(f)
+    kept = [r for r in old.get("results", []) if r["kind"] not in rerun]
+    for r in kept:
+        r.setdefault("command", old.get("command", ""))
+    return kept
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.reliability.kill_battery", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=20, help="kills per command")
@@ -273,9 +290,12 @@ def main(argv=None) -> int:
                for kind in args.commands.split(",")]
     if args.out:
         command = "python -m tests.reliability.kill_battery " + " ".join(argv if argv is not None else sys.argv[1:])
+        kept = _kept_results(os.path.splitext(args.out)[0] + ".json", {r["kind"] for r in results})
+        for res in results:
+            res["command"] = command
         with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
-            json.dump({"command": command, "results": results}, f, indent=1)
-        _write_report(args.out, results, command, args.notes)
+            json.dump({"command": command, "results": kept + results}, f, indent=1)
+        _write_report(args.out, kept + results, command, args.notes)
     bad = [r["kind"] for r in results if r["summary"]["lost"] or r["summary"]["duplicates"]
            or r["summary"]["unkilled_failures"] or r["summary"]["orphaned_workers"]
            or any("duplicate" in i for i in r["summary"].get("db_issues", []))]
