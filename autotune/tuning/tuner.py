@@ -167,6 +167,7 @@ class _TuneRun:
         self.target, self.database, self.measurer, self.model, self.search = target, database, measurer, model, search
         self.on_progress, self.on_measured = on_progress, on_measured
         self.stats = TuneStats()
+        self._keys: dict = {}  # id(proposal) -> trace key, for the batch in hand (_choose)
         self.record_file: str | None = None  # a JSONDatabase's record file: every commit is checked to land
         self.selector = BatchSelector(search.batch_selection, search.selection_oversample)
         self.extractor = ms.feature_extractor.PerStoreFeature() if self.selector.sampler is not None else None
@@ -259,7 +260,7 @@ class _TuneRun:
         if fresh and self.stats.first_measured_at is None:
             self.stats.first_measured_at = time.time()
         t0 = time.perf_counter()
-        results = self._with_repeats(state, candidates, fresh, runner_results)
+        results = self._with_repeats(state, candidates, fresh, runner_results, self._keys)
         state.ctx.notify_runner_results(candidates, results)  # one call, in the search's order
         if self.model is not None:
             self.model.update(state.ctx, candidates, results)
@@ -285,11 +286,18 @@ class _TuneRun:
         of the fresh proposals, picked with the run's cost-model scores; the unpicked ones are not told."""
         if self.selector.sampler is None:
             proposed = proposed[:cap]
-        old = [trace_key(c.sch.trace) in state.measured for c in proposed]  # one key per proposal
+        # one key per proposal; a program proposed twice in one batch (ReplayTrace samples with
+        # replacement: small spaces repeat) is measured once, the copy gets the same result
+        self._keys = {id(c): trace_key(c.sch.trace) for c in proposed}
+        old, batch = [], set()
+        for c in proposed:
+            key = self._keys[id(c)]
+            old.append(key in state.measured or key in batch)
+            batch.add(key)
         fresh = [c for c, o in zip(proposed, old) if not o]
         if self.selector.sampler is None:
             return proposed, fresh, None
-        repeats = [c for c, o in zip(proposed, old) if o]
+        repeats = [c for c, o in zip(proposed, old) if o and self._keys[id(c)] in state.measured]
         if not fresh:
             return repeats, [], None
         t0 = time.perf_counter()
@@ -303,21 +311,24 @@ class _TuneRun:
         return repeats + chosen, chosen, [feats[i] for i in idx]
 
     @staticmethod
-    def _with_repeats(state: TaskState, candidates: list, fresh: list, fresh_results: list) -> list:
+    def _with_repeats(state: TaskState, candidates: list, fresh: list, fresh_results: list, keys: dict) -> list:
         """Runner results for every candidate: measured now, or (a program an earlier run measured: not
         measured or committed again) the stored run times, what a measurement would have told the search."""
         if len(fresh) == len(candidates):
             return list(fresh_results)
         by_id = {id(c): r for c, r in zip(fresh, fresh_results)}
+        by_key = {keys[id(c)]: r for c, r in zip(fresh, fresh_results)}  # a copy within this batch
         results = []
         for cand in candidates:
-            if id(cand) in by_id:
-                results.append(by_id[id(cand)])
+            key = keys[id(cand)]
+            if id(cand) in by_id or key in by_key:
+                results.append(by_id.get(id(cand)) or by_key[key])
                 continue
-            secs = [float(getattr(x, "value", x)) for x in state.measured[trace_key(cand.sch.trace)]]
+            secs = [float(getattr(x, "value", x)) for x in state.measured[key]]
             ok = bool(secs) and min(secs) < FAILED_RUN_SECS
             results.append(ms.runner.RunnerResult(secs if ok else None, None if ok else "failed in an earlier run"))
-        logger.debug("%s: %d proposed programs were measured by an earlier run; not measured again",
+        logger.debug("%s: %d proposed programs were measured by an earlier run or earlier in this batch; "
+                     "not measured again",
                      state.task.name, len(candidates) - len(fresh))
         return results
 
