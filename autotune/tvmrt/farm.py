@@ -64,19 +64,20 @@ def wait_registered(tracker_port: int, key: str, n: int, procs: list, timeout: f
 @contextmanager
 def local_farm_servers(key: str, n: int, timeout: float = 60.0) -> Iterator[tuple[str, list]]:
     """A tracker and ``n`` servers under ``key``; yields ("host:port", the servers' Popen objects), so a
-    test can kill servers mid-run."""
+    test can kill servers mid-run. Servers the caller appends to that list are stopped too."""
     port = free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
                                str(port), "--port-end", str(port + 20)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    servers: list = []
     try:
         time.sleep(2)
-        servers = [start_server(port, key) for _ in range(n)]
+        servers += [start_server(port, key) for _ in range(n)]
         procs += servers
         wait_registered(port, key, n, procs, timeout)
         yield f"127.0.0.1:{port}", servers
     finally:
-        for p in procs[1:]:
+        for p in procs[1:] + [p for p in servers if p not in procs]:
             kill_server(p, signal.SIGTERM)
         procs[0].terminate()
         procs[0].wait(timeout=30)
