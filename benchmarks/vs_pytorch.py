@@ -168,6 +168,9 @@ def markdown(results: dict) -> str:
         if "failed" in r:
             continue
         lines += [f"## {r['model']}: where the tuned model's time goes (database best latencies)", "",
+                  "As measured while tuning: a database tuned before the vectorizable erf (autotune/tvmrt/"
+                  "fastmath.py, 2026-12-03) holds GELU times with libm's scalar erff, slower than the "
+                  "compiled model above now runs them.", "",
                   "| task | weight | best (ms) | weight x best (ms) | share | GFLOP/s |", "|---|---|---|---|---|---|"]
         for t in r["tasks"][:10]:
             gf = "-" if t["gflops"] is None else f"{t['gflops']:.1f}"
