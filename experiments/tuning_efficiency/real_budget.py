@@ -254,17 +254,15 @@ def markdown(summary: dict, runs: list[dict], meta: dict) -> str:
 
 def _check_args(args) -> None:
     """Bad flags: one line naming what is wrong and what is accepted (run_main: exit 2)."""
+    sys.path.insert(0, HERE)
+    from run import _check_args as check_models_and_seeds  # experiments/tuning_efficiency/run.py
+
     from autotune.costmodel.online import ONLINE_UPDATES
     from autotune.costmodel.sampling import REGISTRY as SAMPLERS
     from autotune.errors import UserError
     from autotune.tuning.costmodels import COST_MODELS
-    from autotune.zoo import list_models
 
-    bad = [m for m in args.models.split(",") if m not in list_models()]
-    if bad:
-        raise UserError(f"--models: unknown {bad}; valid: {', '.join(list_models())}")
-    if not all(s.strip().isdigit() for s in args.seeds.split(",")):
-        raise UserError(f"--seeds: expected comma-separated integers like 0,1,2, got {args.seeds!r}")
+    check_models_and_seeds(args)  # --models and --seeds, as the small-budget runner checks them
     for arm in args.arms.split(","):
         base, _, selection = arm.partition("+")
         name, _, online = base.partition(":")
