@@ -34,4 +34,8 @@ def test_take_task_measures_without_crashing(tmp_path):
                                                                                    num_trials_per_iter=4))
     finally:
         measurer.close()
-    assert states[0].trials == 4 and states[0].failures == 0 and math.isfinite(states[0].best_s)
+    state = states[0]
+    # the take's schedule space is tiny: ReplayTrace proposes the same program several times and the tuner
+    # measures each distinct program once (tests/test_tuner_dedupe.py), so 1 to 4 trials, every one distinct
+    assert 1 <= state.trials <= 4 and state.trials == len(state.measured)
+    assert state.failures == 0 and math.isfinite(state.best_s) and state.best_s > 0
