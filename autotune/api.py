@@ -68,13 +68,15 @@ def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm
 
 def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", trials: int, work_dir: str,
                seed: int = 0, num_threads: int | None = None, trials_per_round: int = 16,
-               cost_model: str = "auto", online_update: str = "finetune") -> CompiledModel:
+               cost_model: str = "auto", online_update: str = "finetune",
+               layout_rewrite: str = "auto") -> CompiledModel:
     """Tune with MetaSchedule (our loop: pooled builder, resume from ``work_dir``) and compile.
 
     ``cost_model`` / ``online_update``: as the CLI's ``--cost-model`` / ``--online-update``
-    (``autotune.tuning.costmodels``); ``tm.cost_model_used`` says what was used."""
+    (``autotune.tuning.costmodels``); ``tm.cost_model_used`` says what was used. ``layout_rewrite``: as the
+    CLI's ``--layout-rewrite`` (auto: as ``work_dir``'s database was tuned, else the target's default)."""
     from autotune.frontend import relax as fe
-    from autotune.tuning.config import SearchConfig, TuneConfig
+    from autotune.tuning.config import SearchConfig, TuneConfig, resolve_layout_rewrite
     from autotune.tuning.costmodels import resolve
     from autotune.tuning.tuner import tune
     from autotune.tvmrt.database import open_json_database
@@ -82,12 +84,14 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
 
     config = TuneConfig(model=type(model).__name__, target=target, trials=trials, work_dir=work_dir, seed=seed,
                         cost_model=cost_model, online_update=online_update, num_cores=num_threads,
-                        search=SearchConfig(num_trials_per_iter=trials_per_round))
+                        search=SearchConfig(num_trials_per_iter=trials_per_round), layout_rewrite=layout_rewrite)
     tgt, _, mod = _prepare(model, example_inputs, config.target, config.num_cores)
     resolved = resolve(config.cost_model, tgt, online=config.online_update,
                        uses_cost_model=config.search.uses_cost_model)
-    tasks = fe.extract_tasks(mod, tgt)
     database = open_json_database(work_dir)
+    tuned_with = fe.uses_layout_rewrite(database) if len(database) else None
+    rewrite = resolve_layout_rewrite(config.layout_rewrite, tgt.kind.name, tuned_with, work_dir)
+    tasks = fe.extract_tasks(mod, tgt, layout_rewrite=rewrite)
     measurer = Measurer(tgt)
     t0 = time.perf_counter()
     try:
@@ -97,7 +101,7 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
         measurer.close()
     tuning = time.perf_counter() - t0
     t0 = time.perf_counter()
-    exe = fe.compile_with_database(mod, tgt, database)
+    exe = fe.compile_with_database(mod, tgt, database, layout_rewrite=rewrite)
     compiled = CompiledModel(fe.VMRunner(exe), time.perf_counter() - t0, tuning, work_dir)
     compiled.cost_model_used = resolved.used
     return compiled

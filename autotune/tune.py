@@ -14,6 +14,7 @@ import time
 _T_START = time.time()  # noqa: E402  (start-up is measured from here)
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
@@ -21,7 +22,7 @@ import os  # noqa: E402
 from autotune.cli import run_main, setup_logging, write_json  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 from autotune.lock import FolderLock  # noqa: E402
-from autotune.tuning.config import RPCAddress, SearchConfig, TuneConfig  # noqa: E402
+from autotune.tuning.config import RPCAddress, SearchConfig, TuneConfig, resolve_layout_rewrite  # noqa: E402
 from autotune.tuning.costmodels import help_text as cost_model_help  # noqa: E402
 from autotune.tuning.search import SEARCH_KINDS  # noqa: E402
 
@@ -66,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bench-rounds", type=int, default=5, help="alternating timing rounds per arm")
     p.add_argument("--rpc-tracker", default=None, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default=None, help="device key registered at the RPC tracker")
+    p.add_argument("--layout-rewrite", default="auto", choices=None,
+                   help="auto|on|off: let tuned programs choose their weights' layout, packed at compile time "
+                        "(MetaSchedule's RewriteLayout; stock TVM applies such a database with "
+                        "static_shape_tuning_pipeline(cpu_weight_prepack=True)). auto: as the work dir was tuned, "
+                        "else the target's default")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -103,10 +109,13 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
         online_update=args.online_update, search=search, batch_size=args.batch_size,
         input_shape=_parse_shape(args.input_shape), num_cores=args.num_cores, time_untuned=not args.skip_untuned,
         bench_rounds=args.bench_rounds, rpc=RPCAddress.parse(args.rpc_tracker, args.rpc_key), verbose=args.verbose,
+        layout_rewrite=args.layout_rewrite,
     )
 
 
-def _check_work_dir(work_dir: str, meta: dict) -> None:
+def _check_work_dir(work_dir: str, meta: dict, layout_rewrite: str, kind: str) -> bool:
+    """Refuse a work dir of another run; returns whether this run rewrites layouts (as the work dir was tuned,
+    or ``layout_rewrite`` on a new one). Work dirs from before the flag were tuned without."""
     path = os.path.join(work_dir, WORKDIR_META)
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -117,9 +126,11 @@ def _check_work_dir(work_dir: str, meta: dict) -> None:
                     f"--work-dir {work_dir} holds a run for {key}={json.dumps(old.get(key))}, not "
                     f"{json.dumps(meta.get(key))}; use another --work-dir (or the same {key})"
                 )
-    else:
-        os.makedirs(work_dir, exist_ok=True)
-        write_json(path, meta)
+        return resolve_layout_rewrite(layout_rewrite, kind, bool(old.get("layout_rewrite", False)), work_dir)
+    chosen = resolve_layout_rewrite(layout_rewrite, kind, None, work_dir)
+    os.makedirs(work_dir, exist_ok=True)
+    write_json(path, meta | {"layout_rewrite": chosen})
+    return chosen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +175,8 @@ def _tune(config: TuneConfig, target, measurer, cost_model) -> int:
         "input_shapes": [list(x.shape) for x in model.inputs],
     }
     lock = FolderLock(work_dir, "--work-dir").acquire()  # noqa: F841 - one run per work dir; freed on return/death
-    _check_work_dir(work_dir, meta)
+    layout_rewrite = _check_work_dir(work_dir, meta, config.layout_rewrite, target.kind.name)
+    config = dataclasses.replace(config, layout_rewrite="on" if layout_rewrite else "off")
     setup_logging(os.path.join(work_dir, "logs"), verbose=config.verbose)
     logger.debug("cost model: %s", cost_model.used)  # into the work dir's log file (the console had it)
     session = TuneSession(model, target, work_dir, config=config, measurer=measurer, t_start=_T_START)

@@ -74,29 +74,37 @@ def _param_dict(mod: tvm.IRModule, values: list) -> dict:
     return dict(zip(list(func.params)[n_inputs:], values))
 
 
-def fuse_for_tuning(mod: tvm.IRModule, target) -> tvm.IRModule:
-    """The exact legalize/fuse sequence ``compile_relax`` runs before applying a database."""
+def _fuse_passes(target, layout_rewrite: bool) -> list:
     from tvm.relax import pipeline
 
     try:
         dispatch = list(pipeline.library_dispatch_passes(target))
     except (ValueError, AttributeError):
         dispatch = []
-    seq = [
+    return [
         *dispatch,
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
+        # the weights' TIR buffers marked layout-free: MetaSchedule's RewriteLayout postprocessor (in the
+        # default llvm space, a no-op without this mark) may then pick their layout, packed at compile time
+        *([relax.transform.AttachAttrLayoutFreeBuffers()] if layout_rewrite else []),
     ]
+
+
+def fuse_for_tuning(mod: tvm.IRModule, target, layout_rewrite: bool = False) -> tvm.IRModule:
+    """The exact legalize/fuse sequence ``compile_relax`` runs before applying a database (``layout_rewrite``:
+    the one of ``relax.pipeline.static_shape_tuning_pipeline(..., cpu_weight_prepack=True)``)."""
     with target, tvm.transform.PassContext(opt_level=3):
-        return tvm.transform.Sequential(seq)(mod)
+        return tvm.transform.Sequential(_fuse_passes(target, layout_rewrite))(mod)
 
 
-def extract_tasks(mod: tvm.IRModule, target) -> list[Task]:
-    """Tasks of a bound, simplified module (``bind_and_simplify``), heaviest first."""
-    fused = fuse_for_tuning(mod, target)
+def extract_tasks(mod: tvm.IRModule, target, layout_rewrite: bool = False) -> list[Task]:
+    """Tasks of a bound, simplified module (``bind_and_simplify``), heaviest first. ``layout_rewrite``: the
+    tasks' weight buffers are marked layout-free (``compile_with_database`` then packs the weights)."""
+    fused = fuse_for_tuning(mod, target, layout_rewrite)
     extracted = ms.relax_integration.extract_tasks(fused, target)
     tasks = []
     for ext in extracted:
@@ -117,11 +125,56 @@ def task_flops(mod: tvm.IRModule) -> float:
         return 0.0
 
 
-def compile_with_database(mod: tvm.IRModule, target, database=None):
-    """Compile a bound module: tuned where the database has records, untuned elsewhere."""
+LAYOUT_FREE_ATTR = "layout_free_buffers"
+
+
+def uses_layout_rewrite(database) -> bool:
+    """Whether ``database`` was tuned on layout-rewrite tasks (their workloads carry the layout-free mark)."""
+    if database is None:
+        return False
+    for record in database.get_all_tuning_records():
+        for func in record.workload.mod.functions.values():
+            if func.attrs is not None and LAYOUT_FREE_ATTR in func.attrs:
+                return True
+        return False  # one database, one way of extracting its tasks: the first record tells
+    return False
+
+
+def compile_with_database(mod: tvm.IRModule, target, database=None, layout_rewrite: bool | None = None):
+    """Compile a bound module: tuned where the database has records, untuned elsewhere. ``layout_rewrite``
+    (default: as the database was tuned) packs the weights into the layouts the tuned programs chose, at
+    compile time (the weights are constants), as ``static_shape_tuning_pipeline(cpu_weight_prepack=True)``."""
     if database is None:
         database = ms.database.MemoryDatabase()
-    return ms.relax_integration.compile_relax(database, mod, target, params=None)
+    if layout_rewrite is None:
+        layout_rewrite = uses_layout_rewrite(database)
+    if not layout_rewrite:
+        return ms.relax_integration.compile_relax(database, mod, target, params=None)
+    return _compile_prepacked(database, mod, target)
+
+
+def _compile_prepacked(database, mod: tvm.IRModule, target):
+    """``compile_relax``'s pipeline with the weight prepack of ``static_shape_tuning_pipeline``."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu  # compile_relax's lists (its fallback on llvm)
+
+    lower = cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return tvm.transform.Sequential(lower)(prepack(mod, target))
+
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        return relax.build(mod, target=target, relax_pipeline=_pipeline)
+
+
+def prepack(mod: tvm.IRModule, target) -> tvm.IRModule:
+    """Fused with layout-free marks, the database in context applied, each tuned program's layout-rewrite
+    block split into its own function and folded over the constant weights (run under ``with database``)."""
+    mod = tvm.transform.Sequential(_fuse_passes(target, True))(mod)
+    mod = relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(mod)
+    mod = relax.transform.SplitLayoutRewritePreproc()(mod)
+    mod = relax.transform.FoldConstant()(mod)
+    return relax.transform.DeadCodeElimination()(mod)
 
 
 class VMRunner:

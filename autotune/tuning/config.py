@@ -19,6 +19,25 @@ def _positive(flag: str, value, allow_none: bool = False) -> None:
         raise UserError(f"{flag} must be a positive integer, got {value}")
 
 
+LAYOUT_REWRITE = ("auto", "on", "off")
+# --layout-rewrite auto on a new work dir, per target kind (a work dir keeps the way it was tuned). RewriteLayout
+# is in MetaSchedule's llvm space only; evidence: benchmarks/results/layout_rewrite.md
+LAYOUT_REWRITE_DEFAULT = {"llvm": False}
+
+
+def resolve_layout_rewrite(requested: str, kind: str, tuned_with: bool | None, work_dir: str) -> bool:
+    """Whether this run's tasks mark their weights layout-free. ``tuned_with``: how the work dir's database was
+    tuned (None: a new work dir). A flag contradicting the database is refused: its records would not match."""
+    if requested == "auto":
+        return tuned_with if tuned_with is not None else LAYOUT_REWRITE_DEFAULT.get(kind, False)
+    want = requested == "on"
+    if tuned_with is not None and want != tuned_with:
+        raise UserError(f"--layout-rewrite {requested}: --work-dir {work_dir} was tuned with layout rewrite "
+                        f"{'on' if tuned_with else 'off'}; use --layout-rewrite auto (or "
+                        f"{'on' if tuned_with else 'off'}) there, or another --work-dir")
+    return want
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     """Search settings sized for small budgets (``kind``: a registered ``autotune.tuning.search`` kind).
@@ -111,6 +130,8 @@ class TuneConfig:
     bench_rounds: int = 5
     rpc: RPCAddress | None = None
     verbose: bool = False
+    layout_rewrite: str = "auto"  # auto | on | off: weights packed into the layouts tuned programs choose
+
 
     def __post_init__(self) -> None:
         from autotune.costmodel.online import ONLINE_UPDATES
@@ -122,6 +143,8 @@ class TuneConfig:
         _positive("--num-cores", self.num_cores, allow_none=True)
         _positive("--bench-rounds", self.bench_rounds)
         check_name(self.cost_model)
+        if self.layout_rewrite not in LAYOUT_REWRITE:
+            raise UserError(f"--layout-rewrite: unknown {self.layout_rewrite!r}; valid: {', '.join(LAYOUT_REWRITE)}")
         if self.online_update not in ONLINE_UPDATES:
             raise UserError(f"--online-update: unknown {self.online_update!r}; valid: {', '.join(ONLINE_UPDATES)}")
         if self.input_shape is not None and (not self.input_shape or min(self.input_shape) < 1):

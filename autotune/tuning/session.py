@@ -20,7 +20,7 @@ fast_start("llvm")
 
 from autotune.cli import loadavg, versions  # noqa: E402
 from autotune.frontend import relax as fe  # noqa: E402
-from autotune.tuning.config import TuneConfig  # noqa: E402
+from autotune.tuning.config import TuneConfig, resolve_layout_rewrite  # noqa: E402
 from autotune.tuning.costmodels import Resolved  # noqa: E402
 from autotune.tuning.tuner import tune  # noqa: E402
 from autotune.tvmrt.database import open_json_database  # noqa: E402
@@ -50,11 +50,13 @@ class TuneSession:
         self.measurer = measurer
         self.t_start = t_start or time.time()
         self.cores = target_cores(target)
+        # the CLI resolved auto against the work dir already (on/off); elsewhere auto is the target's default
+        self.layout_rewrite = resolve_layout_rewrite(self.config.layout_rewrite, target.kind.name, None, work_dir)
 
     def prepare(self):
         mod, params = fe.import_exported(self.model.exported)
         mod = fe.bind_and_simplify(mod, params)
-        return mod, fe.extract_tasks(mod, self.target)
+        return mod, fe.extract_tasks(mod, self.target, layout_rewrite=self.layout_rewrite)
 
     def run(self, cost_model: Resolved) -> dict:
         """Tune (resuming from the work dir), compile, check numerics, time; the report of what ran."""
@@ -69,7 +71,7 @@ class TuneSession:
         database = open_json_database(self.work_dir)
         states, stats = self._tune(tasks, database, cost_model, times)
         t0 = time.time()
-        tuned_exe = fe.compile_with_database(mod, self.target, database)
+        tuned_exe = fe.compile_with_database(mod, self.target, database, layout_rewrite=self.layout_rewrite)
         times.compile_s = time.time() - t0
         lib_path = os.path.join(self.work_dir, f"{self.model.name}.so")
         _export(tuned_exe, lib_path)
@@ -109,6 +111,7 @@ class TuneSession:
             **cost_model.report(),
             "search": dataclasses.asdict(self.config.search),
             "batch_selection": stats.selection,
+            "layout_rewrite": self.layout_rewrite,
             "trials": {
                 "requested": self.config.trials,
                 "in_database": sum(s.trials for s in states),

@@ -17,7 +17,9 @@ after one trial and its share goes to the other tasks. Arms:
 - ``auto+rdu`` (bert_base and resnet50, seed 0, run when ``auto`` still meant the nearest hardware's
   pretrained ``xgb``; since 5dec092 ``auto`` on this machine is the nearest hardware's ms-mlp, so the
   ``auto`` arm repeats ``ms-mlp`` here and later runs skip it with ``--arms``).
-Arm syntax: ``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION]``; the table's "cost model used" column says
+- ``+lr`` on any arm (``stock-ms+lr``, ``ms-mlp+lr``): tuned and compiled with layout rewrite (the weights
+  packed into the layouts the tuned programs chose; stock: ``cpu_weight_prepack=True``'s marking).
+Arm syntax: ``stock-ms[+lr]`` or ``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr]``; the table's "cost model used" column says
 what each run really used (from its report.json).
 Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget, and the snapshots of all arms
 of one model and seed are timed together in alternating rounds (snapshots.py):
@@ -74,16 +76,27 @@ def model_budget(model: str, trials_per_task: int, root: str) -> int:
     return int(cache[key])
 
 
-def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, budget: int) -> list[str]:
-    if arm == "stock-ms":
-        return [sys.executable, os.path.join(HERE, "stock_ms.py"), "--model", model, "--work-dir", wd,
-                "--trials-per-task", str(trials_per_task), "--seed", str(seed)]
-    base, _, selection = arm.partition("+")
+def parse_arm(arm: str) -> tuple[str, str, str, bool]:
+    """``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr]`` (or ``stock-ms[+lr]``) -> (cost model, online
+    update, batch selection, layout rewrite); the parts not given are ''."""
+    base, *suffixes = arm.split("+")
+    layout_rewrite = "lr" in suffixes
+    rest = [x for x in suffixes if x != "lr"]
     name, _, online = base.partition(":")
+    return name, online, "+".join(rest), layout_rewrite
+
+
+def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, budget: int) -> list[str]:
+    name, online, selection, layout_rewrite = parse_arm(arm)
+    if name == "stock-ms":
+        return [sys.executable, os.path.join(HERE, "stock_ms.py"), "--model", model, "--work-dir", wd,
+                "--trials-per-task", str(trials_per_task), "--seed", str(seed),
+                *(["--layout-rewrite"] if layout_rewrite else [])]
     return [sys.executable, "-m", "autotune.tune", "--model", model, "--cost-model", name,
             *(["--online-update", online] if online else []),
             *(["--batch-selection", selection] if selection else []), "--trials", str(budget),
-            "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3"]
+            "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
+            "--layout-rewrite", "on" if layout_rewrite else "off"]
 
 
 def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_task: int, start: bool) -> dict:
@@ -264,14 +277,13 @@ def _check_args(args) -> None:
 
     check_models_and_seeds(args)  # --models and --seeds, as the small-budget runner checks them
     for arm in args.arms.split(","):
-        base, _, selection = arm.partition("+")
-        name, _, online = base.partition(":")
-        if arm == "stock-ms":
+        name, online, selection, _ = parse_arm(arm)
+        if name == "stock-ms" and not online and not selection:
             continue
         if (name not in COST_MODELS or (online and online not in ONLINE_UPDATES)
                 or (selection and selection != "greedy" and selection not in SAMPLERS)):
-            raise UserError(f"--arms: cannot read {arm!r}; an arm is stock-ms or COST_MODEL[:ONLINE_UPDATE]"
-                            f"[+BATCH_SELECTION] with COST_MODEL one of {', '.join(COST_MODELS)}, ONLINE_UPDATE one "
+            raise UserError(f"--arms: cannot read {arm!r}; an arm is stock-ms[+lr] or COST_MODEL[:ONLINE_UPDATE]"
+                            f"[+BATCH_SELECTION][+lr] with COST_MODEL one of {', '.join(COST_MODELS)}, ONLINE_UPDATE one "
                             f"of {', '.join(ONLINE_UPDATES)}, BATCH_SELECTION greedy or one of {', '.join(SAMPLERS)}")
 
 

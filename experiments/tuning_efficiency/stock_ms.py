@@ -17,7 +17,9 @@ only where stock TVM 0.27 cannot run at all on these machines (shared/TVM_NOTES.
   decide the comparison, not the search).
 Writes ``report.json`` in the work dir: tasks (weights, FLOPs), trials, wall time, and the measured
 history (records in the database vs seconds since tuning started). A run that did not finish is
-started again from scratch (stock MetaSchedule does not resume a budget).
+started again from scratch (stock MetaSchedule does not resume a budget). ``--layout-rewrite``: the weights
+marked layout-free first, as ``relax.pipeline.static_shape_tuning_pipeline(..., cpu_weight_prepack=True)``
+does (what TVM's docs recommend on CPU).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def _time_log(history: list, t0: float):
 
 
 def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, num_trials_per_iter: int = 64,
-              batch_size: int = 1) -> dict:
+              batch_size: int = 1, layout_rewrite: bool = False) -> dict:
     from autotune.tvmrt.startup import fast_start, worker_initializer_llvm
 
     fast_start("llvm")
@@ -66,8 +68,8 @@ def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, n
     model = load_model(model_name, batch_size=batch_size, seed=seed)
     mod, params = fe.import_exported(model.exported)
     mod = fe.bind_and_simplify(mod, params)
-    tasks = fe.extract_tasks(mod, target)
-    fused = fe.fuse_for_tuning(mod, target)
+    tasks = fe.extract_tasks(mod, target, layout_rewrite=layout_rewrite)
+    fused = fe.fuse_for_tuning(mod, target, layout_rewrite=layout_rewrite)
     budget = trials_per_task * len(tasks)
     num_trials_per_iter = min(num_trials_per_iter, trials_per_task)
     if os.path.exists(work_dir):  # an unfinished earlier run: stock MetaSchedule cannot resume a budget
@@ -87,7 +89,7 @@ def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, n
     report = {
         "arm": "stock-ms", "model": model.name, "seed": seed, "hardware_id": hardware_id(target),
         "target": target_json(target), "trials_per_task": trials_per_task, "budget": budget,
-        "num_trials_per_iter": num_trials_per_iter,
+        "num_trials_per_iter": num_trials_per_iter, "layout_rewrite": layout_rewrite,
         "tasks": [{"name": t.name, "workload_hash": t.workload_hash, "flops": t.flops, "weight": t.weight}
                   for t in tasks],
         "trials": {"this_run": history[-1][0] if history else 0},
@@ -106,8 +108,10 @@ def main(argv=None) -> int:
     ap.add_argument("--trials-per-task", type=int, default=32)
     ap.add_argument("--num-trials-per-iter", type=int, default=64, help="stock default: 64")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layout-rewrite", action="store_true", help="cpu_weight_prepack=True's layout-free weights")
     args = ap.parse_args(argv)
-    report = run_stock(args.model, args.work_dir, args.trials_per_task, args.seed, args.num_trials_per_iter)
+    report = run_stock(args.model, args.work_dir, args.trials_per_task, args.seed, args.num_trials_per_iter,
+                       layout_rewrite=args.layout_rewrite)
     print(json.dumps({k: report[k] for k in ("model", "budget", "trials", "wall_s")}))
     return 0
 
