@@ -57,7 +57,9 @@ def _max_err(out, ref) -> float:
     return max(float(np.max(np.abs(x.astype(np.float64) - y))) for x, y in zip(a, b))
 
 
-def bench_model(work_dir: str, rounds: int) -> dict:
+def bench_model(work_dirs: list[str], rounds: int) -> list[dict]:
+    """Work dirs of one model (one row each): every TVM build, torch eager and torch.compile timed in the
+    same alternating rounds, so the TVM builds compare with each other and with torch under the same load."""
     from autotune.tvmrt.startup import fast_start
 
     fast_start("llvm")
@@ -68,8 +70,13 @@ def bench_model(work_dir: str, rounds: int) -> dict:
     from autotune.frontend.models import load_model
     from autotune.tvmrt.target import hardware_id, parse_target, target_json
 
-    with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
-        report = json.load(f)
+    reports = []
+    for wd in work_dirs:
+        with open(os.path.join(wd, "report.json"), encoding="utf-8") as f:
+            reports.append(json.load(f))
+    if len({(r["model"], int(r.get("seed") or 0)) for r in reports}) != 1:
+        raise ValueError(f"one model and seed per group, got {[(r['model'], r.get('seed')) for r in reports]}")
+    report = reports[0]
     target = parse_target("llvm")
     cores = int(target_json(target).get("num-cores", 1))
     os.environ["TVM_NUM_THREADS"] = str(cores)
@@ -81,15 +88,19 @@ def bench_model(work_dir: str, rounds: int) -> dict:
         ref = eager(*inputs)
     mod, params = fe.import_exported(model.exported)
     mod = fe.bind_and_simplify(mod, params)
-    t0 = time.time()
-    tvm_run = fe.VMRunner(fe.compile_with_database(mod, target, ms.database.JSONDatabase(work_dir=work_dir)))
-    tvm_compile_s = time.time() - t0
+    runs, compile_s, errors = [], [], []
+    for wd in work_dirs:
+        db = ms.database.JSONDatabase(work_dir=wd)
+        t0 = time.time()
+        runs.append(fe.VMRunner(fe.compile_with_database(mod, target, db)))  # layout rewrite: as db was tuned
+        compile_s.append(time.time() - t0)
+        errors.append(_max_err(runs[-1](*inputs), ref))
     t0 = time.time()
     compiled = torch.compile(eager)  # Inductor, default mode
     with torch.no_grad():
         out_compiled = compiled(*inputs)
     inductor_compile_s = time.time() - t0
-    errors = {"tvm_tuned": _max_err(tvm_run(*inputs), ref), "torch_compile": _max_err(out_compiled, ref)}
+    compile_err = _max_err(out_compiled, ref)
 
     def call_torch(m):
         def run():
@@ -97,26 +108,39 @@ def bench_model(work_dir: str, rounds: int) -> dict:
                 m(*inputs)
         return run
 
-    arms = {"tvm_tuned": lambda: tvm_run.time(inputs, repeat=1, min_repeat_ms=200)[0],
-            "torch_eager": lambda: _seconds_per_call(call_torch(eager)),
-            "torch_compile": lambda: _seconds_per_call(call_torch(compiled))}
+    def call_tvm(run):
+        return lambda: run.time(inputs, repeat=1, min_repeat_ms=200)[0]
+
+    arms = {f"tvm{i}": call_tvm(r) for i, r in enumerate(runs)}
+    arms |= {"torch_eager": lambda: _seconds_per_call(call_torch(eager)),
+             "torch_compile": lambda: _seconds_per_call(call_torch(compiled))}
     samples: dict[str, list[float]] = {k: [] for k in arms}
     load_before = loadavg()
     for _ in range(rounds):
         for name, fn in arms.items():
             time.sleep(0.3)
             samples[name].append(fn() * 1e3)
-    lat = {k: statistics.median(v) for k, v in samples.items()}
-    return {
-        "model": report["model"], "work_dir": os.path.relpath(work_dir, ROOT), "seed": report.get("seed"),
-        "arm": report.get("arm") or report.get("cost_model_used") or report.get("cost_model"),
-        "trials": len(ms.database.JSONDatabase(work_dir=work_dir).get_all_tuning_records()),
-        "hardware_id": hardware_id(target), "threads": cores, "rounds": rounds,
-        "latency_ms": lat, "latency_ms_rounds": samples, "max_abs_error_vs_eager": errors,
-        "compile_s": {"tvm": tvm_compile_s, "inductor_first_call": inductor_compile_s},
-        "tvm_vs_eager": lat["torch_eager"] / lat["tvm_tuned"], "tvm_vs_compile": lat["torch_compile"] / lat["tvm_tuned"],
-        "tasks": task_profile(report), "loadavg_before": load_before, "loadavg_after": loadavg(),
-    }
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    load_after = loadavg()
+    rows = []
+    for i, (wd, rep) in enumerate(zip(work_dirs, reports)):
+        lat = {"tvm_tuned": med[f"tvm{i}"], "torch_eager": med["torch_eager"], "torch_compile": med["torch_compile"]}
+        rows.append({
+            "model": rep["model"], "work_dir": os.path.relpath(wd, ROOT), "seed": rep.get("seed"),
+            "arm": rep.get("arm") or rep.get("cost_model_used") or rep.get("cost_model"),
+            "layout_rewrite": bool(rep.get("layout_rewrite", False)),
+            "trials": len(ms.database.JSONDatabase(work_dir=wd).get_all_tuning_records()),
+            "hardware_id": hardware_id(target), "threads": cores, "rounds": rounds,
+            "timed_with": [os.path.relpath(w, ROOT) for w in work_dirs],
+            "latency_ms": lat, "latency_ms_rounds": {"tvm_tuned": samples[f"tvm{i}"],
+                                                     "torch_eager": samples["torch_eager"],
+                                                     "torch_compile": samples["torch_compile"]},
+            "max_abs_error_vs_eager": {"tvm_tuned": errors[i], "torch_compile": compile_err},
+            "compile_s": {"tvm": compile_s[i], "inductor_first_call": inductor_compile_s},
+            "tvm_vs_eager": lat["torch_eager"] / lat["tvm_tuned"], "tvm_vs_compile": lat["torch_compile"] / lat["tvm_tuned"],
+            "tasks": task_profile(rep), "loadavg_before": load_before, "loadavg_after": load_after,
+        })
+    return rows
 
 
 def task_profile(report: dict) -> list[dict]:
@@ -148,10 +172,20 @@ def find_work_dirs(paths: list[str], arm: str, seed: int) -> list[str]:
     return out
 
 
+def _groups(work_dirs: list[str]) -> list[list[str]]:
+    """Work dirs grouped by (model, seed), in first-seen order: each group is timed together."""
+    groups: dict = {}
+    for wd in work_dirs:
+        with open(os.path.join(wd, "report.json"), encoding="utf-8") as f:
+            rep = json.load(f)
+        groups.setdefault((rep["model"], rep.get("seed")), []).append(wd)
+    return list(groups.values())
+
+
 def markdown(results: dict) -> str:
     lines = ["# Tuned TVM models against PyTorch (this CPU, batch 1)", "",
              f"Command: `{results['command']}`; host {results['host']}; {results['versions']}.", "",
-             "| model | work dir (arm, trials) | TVM tuned (ms) | torch eager (ms) | torch.compile (ms) | "
+             "| model | work dir (arm, trials, layout rewrite) | TVM tuned (ms) | torch eager (ms) | torch.compile (ms) | "
              "TVM vs eager | TVM vs compile | max abs err (TVM / compile) | load before / after |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results["models"]:
@@ -159,11 +193,13 @@ def markdown(results: dict) -> str:
             lines.append(f"| {r['work_dir']} | failed: {r['failed']} |")
             continue
         lat, e = r["latency_ms"], r["max_abs_error_vs_eager"]
-        lines.append(f"| {r['model']} | {r['work_dir']} ({r['arm']}, {r['trials']}) | {lat['tvm_tuned']:.2f} | "
+        lines.append(f"| {r['model']} | {r['work_dir']} ({r['arm']}, {r['trials']}, {'on' if r.get('layout_rewrite') else 'off'}) | {lat['tvm_tuned']:.2f} | "
                      f"{lat['torch_eager']:.2f} | {lat['torch_compile']:.2f} | {r['tvm_vs_eager']:.2f}x | "
                      f"{r['tvm_vs_compile']:.2f}x | {e['tvm_tuned']:.2g} / {e['torch_compile']:.2g} | "
                      f"{r['loadavg_before']} / {r['loadavg_after']} |")
-    lines += ["", "Ratios > 1: TVM is faster. Medians over alternating rounds in one process, same threads.", ""]
+    lines += ["", "Ratios > 1: TVM is faster. Medians over alternating rounds in one process, same threads; the work "
+              "dirs of one model and seed are timed in the same rounds (one torch eager / torch.compile timing "
+              "shared by their rows).", ""]
     for r in results["models"]:
         if "failed" in r:
             continue
@@ -196,12 +232,12 @@ def main(argv=None) -> int:
         return 2
     results = {"command": " ".join(["python", "benchmarks/vs_pytorch.py", *(argv or sys.argv[1:])]),
                "host": detect_host().as_json(), "versions": versions(), "models": []}
-    for wd in work_dirs:
-        print(f"{time.strftime('%H:%M:%S')} {wd}", flush=True)
+    for group in _groups(work_dirs):
+        print(f"{time.strftime('%H:%M:%S')} {', '.join(group)}", flush=True)
         try:
-            results["models"].append(bench_model(wd, args.rounds))
+            results["models"].extend(bench_model(group, args.rounds))
         except Exception as err:  # noqa: BLE001 - one model's failure is a row, the others still run
-            results["models"].append({"work_dir": wd, "failed": f"{type(err).__name__}: {err}"[:300]})
+            results["models"].extend({"work_dir": wd, "failed": f"{type(err).__name__}: {err}"[:300]} for wd in group)
     write_json(args.out + ".json", results)
     with open(args.out + ".md", "w", encoding="utf-8") as f:
         f.write(markdown(results))

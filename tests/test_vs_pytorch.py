@@ -1,0 +1,34 @@
+"""benchmarks/vs_pytorch.py on real tuned work dirs: two databases of one model timed in the same rounds."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.tvm, pytest.mark.slow]
+
+
+def test_two_work_dirs_of_one_model_share_the_torch_timings(cli, tmp_path):
+    wds = []
+    for mode in ("off", "on"):
+        wd = str(tmp_path / mode)
+        res = cli("autotune.tune", "--model", "tiny", "--trials", "8", "--work-dir", wd, "--bench-rounds", "1",
+                  "--skip-untuned", "--layout-rewrite", mode)
+        assert res.returncode == 0, res.stderr[-3000:]
+        wds.append(wd)
+    out = str(tmp_path / "vs")
+    res = subprocess.run([sys.executable, "benchmarks/vs_pytorch.py", *wds, "--rounds", "2", "--out", out],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    with open(out + ".json") as f:
+        rows = json.load(f)["models"]
+    assert [r["layout_rewrite"] for r in rows] == [False, True]
+    assert rows[0]["latency_ms"]["torch_eager"] == rows[1]["latency_ms"]["torch_eager"]  # one torch timing
+    assert rows[0]["latency_ms"]["tvm_tuned"] != rows[1]["latency_ms"]["tvm_tuned"]
+    assert all(r["max_abs_error_vs_eager"]["tvm_tuned"] < 1e-4 and len(r["latency_ms_rounds"]["tvm_tuned"]) == 2
+               for r in rows)
+    assert os.path.getsize(out + ".md") > 0
