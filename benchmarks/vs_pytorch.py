@@ -40,6 +40,46 @@ def _seconds_per_call(fn, min_s: float = 0.2) -> float:
             return elapsed / n
 
 
+def machine_roofline(cores: int) -> dict:
+    """This CPU's practical ceilings, measured: GEMM GFLOP/s (torch.mm 1024^3 fp32, best of 5) and copy
+    bandwidth (torch copy of 256 MiB, best of 5: read + write bytes), with ``cores`` threads."""
+    import torch
+
+    torch.set_num_threads(cores)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    gemm = []
+    for _ in range(5):
+        t = _seconds_per_call(lambda: torch.mm(a, b), 0.3)
+        gemm.append(2 * 1024**3 / t / 1e9)
+    src, dst = torch.ones(64 * 1024 * 1024), torch.empty(64 * 1024 * 1024)
+    bw = []
+    for _ in range(5):
+        t = _seconds_per_call(lambda: dst.copy_(src), 0.3)
+        bw.append(2 * src.numel() * 4 / t / 1e9)
+    return {"gemm_gflops": max(gemm), "copy_gb_s": max(bw), "threads": cores,
+            "how": "torch.mm 1024^3 fp32 and a 256 MiB torch copy, best of 5 each"}
+
+
+def task_bytes(tasks) -> dict[str, int]:
+    """Each task's compulsory traffic: the bytes of its PrimFunc's arguments (read once, written once)."""
+    import tvm
+
+    out = {}
+    for t in tasks:
+        func = t.mod["main"]
+        buffers = getattr(func, "buffer_map", None)  # TVM 0.27's tirx: the params carry shape and dtype
+        total = 0
+        for buf in (buffers.values() if buffers is not None else func.params):
+            if getattr(buf, "shape", None) is None:
+                continue
+            n = 1
+            for d in buf.shape:
+                n *= int(d)
+            total += n * tvm.DataType(str(buf.dtype)).bits // 8
+        out[t.name] = total
+    return out
+
+
 def _flat(out) -> list[np.ndarray]:
     import torch
 
@@ -57,7 +97,7 @@ def _max_err(out, ref) -> float:
     return max(float(np.max(np.abs(x.astype(np.float64) - y))) for x, y in zip(a, b))
 
 
-def bench_model(work_dirs: list[str], rounds: int) -> list[dict]:
+def bench_model(work_dirs: list[str], rounds: int, roofline: dict | None = None) -> list[dict]:
     """Work dirs of one model (one row each): every TVM build, torch eager and torch.compile timed in the
     same alternating rounds, so the TVM builds compare with each other and with torch under the same load."""
     from autotune.tvmrt.startup import fast_start
@@ -88,6 +128,9 @@ def bench_model(work_dirs: list[str], rounds: int) -> list[dict]:
         ref = eager(*inputs)
     mod, params = fe.import_exported(model.exported)
     mod = fe.bind_and_simplify(mod, params)
+    nbytes = {}  # by task name: extraction with the layout-free mark names the same tasks differently
+    for rewrite in sorted({bool(r.get("layout_rewrite", False)) for r in reports}):
+        nbytes |= task_bytes(fe.extract_tasks(mod, target, layout_rewrite=rewrite))
     runs, compile_s, errors = [], [], []
     for wd in work_dirs:
         db = ms.database.JSONDatabase(work_dir=wd)
@@ -138,20 +181,30 @@ def bench_model(work_dirs: list[str], rounds: int) -> list[dict]:
             "max_abs_error_vs_eager": {"tvm_tuned": errors[i], "torch_compile": compile_err},
             "compile_s": {"tvm": compile_s[i], "inductor_first_call": inductor_compile_s},
             "tvm_vs_eager": lat["torch_eager"] / lat["tvm_tuned"], "tvm_vs_compile": lat["torch_compile"] / lat["tvm_tuned"],
-            "tasks": task_profile(rep), "loadavg_before": load_before, "loadavg_after": load_after,
+            "tasks": task_profile(rep, nbytes, roofline), "loadavg_before": load_before, "loadavg_after": load_after,
         })
     return rows
 
 
-def task_profile(report: dict) -> list[dict]:
-    """Where the tuned model's time goes by the database's best latencies (weight x best), heaviest first."""
+def task_profile(report: dict, nbytes: dict | None = None, roofline: dict | None = None) -> list[dict]:
+    """Where the tuned model's time goes by the database's best latencies (weight x best), heaviest first,
+    and how far each task is from its roofline: min(GEMM peak, arithmetic intensity x copy bandwidth)."""
     rows = []
     for t in report.get("tasks") or []:
         best = t.get("best_latency_ms")
         if best is None:
             continue
-        rows.append({"name": t["name"], "weight": t["weight"], "best_ms": best, "total_ms": best * t["weight"],
-                     "gflops": (t["flops"] / (best * 1e-3) / 1e9) if t.get("flops") else None})
+        row = {"name": t["name"], "weight": t["weight"], "best_ms": best, "total_ms": best * t["weight"],
+               "gflops": (t["flops"] / (best * 1e-3) / 1e9) if t.get("flops") else None}
+        b = (nbytes or {}).get(t["name"])
+        if roofline and b:
+            ai = (t.get("flops") or 0.0) / b
+            bound = min(roofline["gemm_gflops"], ai * roofline["copy_gb_s"]) if ai else None
+            # a task with no FLOPs (copies, reshapes) is bandwidth-bound: its floor is bytes / bandwidth
+            floor_ms = (t["flops"] / bound / 1e6) if bound else b / roofline["copy_gb_s"] / 1e6
+            row |= {"bytes": b, "intensity": ai, "roofline_gflops": bound, "roofline_ms": floor_ms,
+                    "of_roofline": floor_ms / best}
+        rows.append(row)
     total = sum(r["total_ms"] for r in rows) or 1.0
     for r in rows:
         r["share"] = r["total_ms"] / total
@@ -182,9 +235,17 @@ def _groups(work_dirs: list[str]) -> list[list[str]]:
     return list(groups.values())
 
 
+def _roofline_line(roof: dict | None) -> str:
+    if not roof:
+        return "Roofline: not measured."
+    return (f"This CPU, measured ({roof['how']}, {roof['threads']} threads): GEMM {roof['gemm_gflops']:.0f} GFLOP/s, "
+            f"copy {roof['copy_gb_s']:.1f} GB/s.")
+
+
 def markdown(results: dict) -> str:
     lines = ["# Tuned TVM models against PyTorch (this CPU, batch 1)", "",
              f"Command: `{results['command']}`; host {results['host']}; {results['versions']}.", "",
+             _roofline_line(results.get("roofline")), "",
              "| model | work dir (arm, trials, layout rewrite) | TVM tuned (ms) | torch eager (ms) | torch.compile (ms) | "
              "TVM vs eager | TVM vs compile | max abs err (TVM / compile) | load before / after |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -203,15 +264,20 @@ def markdown(results: dict) -> str:
     for r in results["models"]:
         if "failed" in r:
             continue
-        lines += [f"## {r['model']}: where the tuned model's time goes (database best latencies)", "",
-                  "As measured while tuning: a database tuned before the vectorizable erf (autotune/tvmrt/"
-                  "fastmath.py, 2026-12-03) holds GELU times with libm's scalar erff, slower than the "
-                  "compiled model above now runs them.", "",
-                  "| task | weight | best (ms) | weight x best (ms) | share | GFLOP/s |", "|---|---|---|---|---|---|"]
-        for t in r["tasks"][:10]:
+        lines += [f"## {r['model']} ({r['work_dir']}): where the tuned model's time goes", "",
+                  "Database best latencies, as measured while tuning (a database tuned before the vectorizable "
+                  "erf, autotune/tvmrt/fastmath.py 2026-12-03, holds GELU times with libm's scalar erff). "
+                  "Roofline: min(measured GEMM peak, arithmetic intensity x measured copy bandwidth), intensity = "
+                  "FLOPs / bytes of the task's arguments; 'of roofline' = the roofline's time / the best time.", "",
+                  "| task | weight | best (ms) | weight x best (ms) | share | GFLOP/s | FLOP/byte | roofline (ms) | "
+                  "of roofline |", "|---|---|---|---|---|---|---|---|---|"]
+        for t in r["tasks"][:12]:
             gf = "-" if t["gflops"] is None else f"{t['gflops']:.1f}"
+            ai = f"{t['intensity']:.1f}" if t.get("intensity") is not None else "-"
+            floor = f"{t['roofline_ms']:.3f}" if t.get("roofline_ms") is not None else "-"
+            frac = f"{t['of_roofline']:.0%}" if t.get("of_roofline") is not None else "-"
             lines.append(f"| {t['name']} | {t['weight']:g} | {t['best_ms']:.3f} | {t['total_ms']:.3f} | "
-                         f"{t['share']:.1%} | {gf} |")
+                         f"{t['share']:.1%} | {gf} | {ai} | {floor} | {frac} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -230,12 +296,16 @@ def main(argv=None) -> int:
     if not work_dirs:
         print(f"error: no tuning work dir (report.json + database) in {args.paths}", file=sys.stderr)
         return 2
+    from autotune.tvmrt.target import parse_target, target_json
+
+    cores = int(target_json(parse_target("llvm")).get("num-cores", 1))
     results = {"command": " ".join(["python", "benchmarks/vs_pytorch.py", *(argv or sys.argv[1:])]),
-               "host": detect_host().as_json(), "versions": versions(), "models": []}
+               "host": detect_host().as_json(), "versions": versions(), "roofline": machine_roofline(cores),
+               "models": []}
     for group in _groups(work_dirs):
         print(f"{time.strftime('%H:%M:%S')} {', '.join(group)}", flush=True)
         try:
-            results["models"].extend(bench_model(group, args.rounds))
+            results["models"].extend(bench_model(group, args.rounds, results["roofline"]))
         except Exception as err:  # noqa: BLE001 - one model's failure is a row, the others still run
             results["models"].extend({"work_dir": wd, "failed": f"{type(err).__name__}: {err}"[:300]} for wd in group)
     write_json(args.out + ".json", results)

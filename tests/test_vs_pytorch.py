@@ -25,7 +25,13 @@ def test_two_work_dirs_of_one_model_share_the_torch_timings(cli, tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     with open(out + ".json") as f:
-        rows = json.load(f)["models"]
+        results = json.load(f)
+    rows = results["models"]
+    assert not [r for r in rows if "failed" in r], rows
+    roof = results["roofline"]
+    assert roof["gemm_gflops"] > 1 and roof["copy_gb_s"] > 0.1
+    for r in rows:  # every measured task of both databases placed against this CPU's roofline
+        assert r["tasks"] and all(t["bytes"] > 0 and t["of_roofline"] > 0 for t in r["tasks"]), r["tasks"]
     assert [r["layout_rewrite"] for r in rows] == [False, True]
     assert rows[0]["latency_ms"]["torch_eager"] == rows[1]["latency_ms"]["torch_eager"]  # one torch timing
     assert rows[0]["latency_ms"]["tvm_tuned"] != rows[1]["latency_ms"]["tvm_tuned"]
