@@ -63,12 +63,15 @@ def test_layout_rewrite_tunes_packs_and_stock_tvm_applies_it(cli, tmp_path):
 
 def test_layout_rewrite_flag_checked():
     from autotune.errors import UserError
-    from autotune.tuning.config import TuneConfig, resolve_layout_rewrite
+    from autotune.tuning.config import LAYOUT_REWRITE_DEFAULT, TuneConfig, resolve_layout_rewrite
 
     with pytest.raises(UserError, match="--layout-rewrite"):
         TuneConfig(layout_rewrite="yes")
     assert resolve_layout_rewrite("auto", "llvm", True, "wd") is True  # a work dir keeps its way
     assert resolve_layout_rewrite("auto", "llvm", False, "wd") is False
     assert resolve_layout_rewrite("on", "llvm", None, "wd") is True
+    assert resolve_layout_rewrite("off", "llvm", None, "wd") is False
+    assert resolve_layout_rewrite("auto", "llvm", None, "wd") is LAYOUT_REWRITE_DEFAULT["llvm"]  # a new work dir
+    assert resolve_layout_rewrite("auto", "cuda", None, "wd") is False  # RewriteLayout is not in the cuda space
     with pytest.raises(UserError, match="tuned with layout rewrite off"):
         resolve_layout_rewrite("on", "llvm", False, "wd")

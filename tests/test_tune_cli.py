@@ -29,9 +29,12 @@ def _records(work_dir) -> list[str]:
 
 def test_tune_tiny_end_to_end(cli, tmp_path):
     wd = str(tmp_path / "wd")
-    res = cli("autotune.tune", "--model", "tiny", "--trials", "24", "--work-dir", wd, "--bench-rounds", "2")
+    # layout rewrite off: stock compile_relax applies the database below (on: tests/test_layout_rewrite.py)
+    res = cli("autotune.tune", "--model", "tiny", "--trials", "24", "--work-dir", wd, "--bench-rounds", "2",
+              "--layout-rewrite", "off")
     assert res.returncode == 0, res.stderr[-3000:]
     report = _report(wd)
+    assert report["layout_rewrite"] is False
     assert report["trials"]["this_run"] == 24
     assert report["trials"]["in_database"] == 24
     assert len(_records(wd)) == 24
