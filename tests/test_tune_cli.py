@@ -125,12 +125,13 @@ def test_resume_after_kill(tmp_path):
 def test_resumed_run_measures_nothing_twice(tmp_path):
     """MetaSchedule's search only remembers what it measured itself: resumed with the same seed it proposes
     the first run's programs again. They must not be measured or committed twice (stock TVM would count them
-    twice toward the trials; ``db check`` reports them)."""
+    twice toward the trials; ``db check`` reports them). With layout rewrite, the harder case: a fresh trace and
+    one read back write its IndexMap and an annotation differently (``trace_key`` makes them canonical)."""
     from autotune.db import scan_database
 
     wd = str(tmp_path / "wd")
     cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "16",
-           "--trials-per-round", "4", "--work-dir", wd, "--skip-untuned"]
+           "--trials-per-round", "4", "--work-dir", wd, "--skip-untuned", "--layout-rewrite", "on"]
     for total in ("16", "48"):
         res = subprocess.run(cmd[:6] + [total] + cmd[7:], cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stderr[-3000:]

@@ -101,8 +101,25 @@ def search_logger(work_dir: str) -> logging.Logger:
 
 
 def trace_key(trace) -> str:
-    """The identity of a program inside its task, as the database stores it (``db check`` compares the same)."""
-    return json.dumps(to_py(trace.as_json()), separators=(",", ":"))
+    """The identity of a program inside its task, as the database stores it (``db check`` compares the same).
+
+    Two things a fresh trace and the same trace read back from the database write differently, made
+    canonical here (or a resumed layout-rewrite run measured its programs again): objects carried as
+    serialized TVM graphs (the IndexMap of the ``TransformLayout`` that ``RewriteLayout`` adds: indented vs
+    compact) and booleans (``Annotate(b, True)`` reads back as 1): every bool is written as 0/1."""
+    return json.dumps(_canonical(to_py(trace.as_json())), separators=(",", ":"))
+
+
+def _canonical(value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    if isinstance(value, str) and value.startswith("{") and '"root_index"' in value:
+        import tvm
+
+        return tvm.ir.save_json(tvm.ir.load_json(value))
+    return value
 
 
 def records_by_workload(database) -> dict[int, list]:
