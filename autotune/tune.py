@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bench-rounds", type=int, default=5, help="alternating timing rounds per arm")
     p.add_argument("--rpc-tracker", default=None, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default=None, help="device key registered at the RPC tracker")
-    p.add_argument("--layout-rewrite", default="auto", choices=None,
+    p.add_argument("--layout-rewrite", default="auto",
                    help="auto|on|off: let tuned programs choose their weights' layout, packed at compile time "
                         "(MetaSchedule's RewriteLayout; stock TVM applies such a database with "
                         "static_shape_tuning_pipeline(cpu_weight_prepack=True)). auto: as the work dir was tuned, "

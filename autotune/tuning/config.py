@@ -134,7 +134,6 @@ class TuneConfig:
     verbose: bool = False
     layout_rewrite: str = "auto"  # auto | on | off: weights packed into the layouts tuned programs choose
 
-
     def __post_init__(self) -> None:
         from autotune.costmodel.online import ONLINE_UPDATES
         from autotune.tuning.costmodels import check_name
