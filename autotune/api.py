@@ -52,7 +52,8 @@ def _prepare(model: torch.nn.Module, example_inputs: tuple, target, num_threads:
 
 def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", database_dir: str | None = None,
                   num_threads: int | None = None) -> CompiledModel:
-    """Compile untuned (``database_dir=None``) or with the MetaSchedule database in ``database_dir``.
+    """Compile untuned (``database_dir=None``) or with the MetaSchedule database in ``database_dir`` (its
+    layout rewrite and convolution layout: as it was tuned).
 
     The runtime uses the target's cores (``num_threads`` overrides; a TVM_NUM_THREADS set before the
     first TVM call is kept)."""
@@ -69,14 +70,15 @@ def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm
 def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", trials: int, work_dir: str,
                seed: int = 0, num_threads: int | None = None, trials_per_round: int = 16,
                cost_model: str = "auto", online_update: str = "finetune",
-               layout_rewrite: str = "auto") -> CompiledModel:
+               layout_rewrite: str = "auto", conv_layout: str = "auto") -> CompiledModel:
     """Tune with MetaSchedule (our loop: pooled builder, resume from ``work_dir``) and compile.
 
     ``cost_model`` / ``online_update``: as the CLI's ``--cost-model`` / ``--online-update``
     (``autotune.tuning.costmodels``); ``tm.cost_model_used`` says what was used. ``layout_rewrite``: as the
-    CLI's ``--layout-rewrite`` (auto: as ``work_dir``'s database was tuned, else the target's default)."""
+    CLI's ``--layout-rewrite`` (auto: as ``work_dir``'s database was tuned, else the target's default);
+    ``conv_layout`` as ``--conv-layout``, the same way."""
     from autotune.frontend import relax as fe
-    from autotune.tuning.config import SearchConfig, TuneConfig, resolve_layout_rewrite
+    from autotune.tuning.config import SearchConfig, TuneConfig, resolve_conv_layout, resolve_layout_rewrite
     from autotune.tuning.costmodels import resolve
     from autotune.tuning.tuner import tune
     from autotune.tvmrt.database import open_json_database
@@ -84,13 +86,16 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
 
     config = TuneConfig(model=type(model).__name__, target=target, trials=trials, work_dir=work_dir, seed=seed,
                         cost_model=cost_model, online_update=online_update, num_cores=num_threads,
-                        search=SearchConfig(num_trials_per_iter=trials_per_round), layout_rewrite=layout_rewrite)
+                        search=SearchConfig(num_trials_per_iter=trials_per_round), layout_rewrite=layout_rewrite,
+                        conv_layout=conv_layout)
     tgt, _, mod = _prepare(model, example_inputs, config.target, config.num_cores)
     resolved = resolve(config.cost_model, tgt, online=config.online_update,
                        uses_cost_model=config.search.uses_cost_model)
     database = open_json_database(work_dir)
     tuned_with = fe.uses_layout_rewrite(database) if len(database) else None
     rewrite = resolve_layout_rewrite(config.layout_rewrite, tgt.kind.name, tuned_with, work_dir)
+    layout = resolve_conv_layout(config.conv_layout, tgt.kind.name, fe.tuned_conv_layout(database), work_dir)
+    mod = fe.convert_conv_layout(mod, layout)
     tasks = fe.extract_tasks(mod, tgt, layout_rewrite=rewrite)
     measurer = Measurer(tgt)
     t0 = time.perf_counter()
@@ -101,7 +106,7 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
         measurer.close()
     tuning = time.perf_counter() - t0
     t0 = time.perf_counter()
-    exe = fe.compile_with_database(mod, tgt, database, layout_rewrite=rewrite)
+    exe = fe.compile_with_database(mod, tgt, database, layout_rewrite=rewrite, conv_layout=layout)
     compiled = CompiledModel(fe.VMRunner(exe), time.perf_counter() - t0, tuning, work_dir)
     compiled.cost_model_used = resolved.used
     return compiled

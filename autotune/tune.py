@@ -22,7 +22,13 @@ import os  # noqa: E402
 from autotune.cli import run_main, setup_logging, write_json  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 from autotune.lock import FolderLock  # noqa: E402
-from autotune.tuning.config import RPCAddress, SearchConfig, TuneConfig, resolve_layout_rewrite  # noqa: E402
+from autotune.tuning.config import (  # noqa: E402
+    RPCAddress,
+    SearchConfig,
+    TuneConfig,
+    resolve_conv_layout,
+    resolve_layout_rewrite,
+)
 from autotune.tuning.costmodels import help_text as cost_model_help  # noqa: E402
 from autotune.tuning.search import SEARCH_KINDS  # noqa: E402
 
@@ -72,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(MetaSchedule's RewriteLayout; stock TVM applies such a database with "
                         "static_shape_tuning_pipeline(cpu_weight_prepack=True)). auto: as the work dir was tuned, "
                         "else the target's default")
+    p.add_argument("--conv-layout", default="auto",
+                   help="auto|nchw|nhwc: the layout 2-D convolutions are converted to (Relax ConvertLayout) and "
+                        "tuned in; auto: as the work dir was tuned, else the target's default")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -109,13 +118,14 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
         online_update=args.online_update, search=search, batch_size=args.batch_size,
         input_shape=_parse_shape(args.input_shape), num_cores=args.num_cores, time_untuned=not args.skip_untuned,
         bench_rounds=args.bench_rounds, rpc=RPCAddress.parse(args.rpc_tracker, args.rpc_key), verbose=args.verbose,
-        layout_rewrite=args.layout_rewrite,
+        layout_rewrite=args.layout_rewrite, conv_layout=args.conv_layout,
     )
 
 
-def _check_work_dir(work_dir: str, meta: dict, layout_rewrite: str, kind: str) -> bool:
-    """Refuse a work dir of another run; returns whether this run rewrites layouts (as the work dir was tuned,
-    or ``layout_rewrite`` on a new one). Work dirs from before the flag were tuned without."""
+def _check_work_dir(work_dir: str, meta: dict, config: TuneConfig, kind: str) -> TuneConfig:
+    """Refuse a work dir of another run; returns ``config`` with layout rewrite and conv layout resolved (as the
+    work dir was tuned, or the flags / the target's defaults on a new one). Work dirs from before a flag were
+    tuned without layout rewrite and in the model's own layout (NCHW)."""
     path = os.path.join(work_dir, WORKDIR_META)
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -126,11 +136,14 @@ def _check_work_dir(work_dir: str, meta: dict, layout_rewrite: str, kind: str) -
                     f"--work-dir {work_dir} holds a run for {key}={json.dumps(old.get(key))}, not "
                     f"{json.dumps(meta.get(key))}; use another --work-dir (or the same {key})"
                 )
-        return resolve_layout_rewrite(layout_rewrite, kind, bool(old.get("layout_rewrite", False)), work_dir)
-    chosen = resolve_layout_rewrite(layout_rewrite, kind, None, work_dir)
-    os.makedirs(work_dir, exist_ok=True)
-    write_json(path, meta | {"layout_rewrite": chosen})
-    return chosen
+        rewrite = resolve_layout_rewrite(config.layout_rewrite, kind, bool(old.get("layout_rewrite", False)), work_dir)
+        layout = resolve_conv_layout(config.conv_layout, kind, old.get("conv_layout", "nchw"), work_dir)
+    else:
+        rewrite = resolve_layout_rewrite(config.layout_rewrite, kind, None, work_dir)
+        layout = resolve_conv_layout(config.conv_layout, kind, None, work_dir)
+        os.makedirs(work_dir, exist_ok=True)
+        write_json(path, meta | {"layout_rewrite": rewrite, "conv_layout": layout})
+    return dataclasses.replace(config, layout_rewrite="on" if rewrite else "off", conv_layout=layout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,8 +188,7 @@ def _tune(config: TuneConfig, target, measurer, cost_model) -> int:
         "input_shapes": [list(x.shape) for x in model.inputs],
     }
     lock = FolderLock(work_dir, "--work-dir").acquire()  # noqa: F841 - one run per work dir; freed on return/death
-    layout_rewrite = _check_work_dir(work_dir, meta, config.layout_rewrite, target.kind.name)
-    config = dataclasses.replace(config, layout_rewrite="on" if layout_rewrite else "off")
+    config = _check_work_dir(work_dir, meta, config, target.kind.name)
     setup_logging(os.path.join(work_dir, "logs"), verbose=config.verbose)
     logger.debug("cost model: %s", cost_model.used)  # into the work dir's log file (the console had it)
     session = TuneSession(model, target, work_dir, config=config, measurer=measurer, t_start=_T_START)

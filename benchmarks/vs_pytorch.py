@@ -129,13 +129,14 @@ def bench_model(work_dirs: list[str], rounds: int, roofline: dict | None = None)
     mod, params = fe.import_exported(model.exported)
     mod = fe.bind_and_simplify(mod, params)
     nbytes = {}  # by task name: extraction with the layout-free mark names the same tasks differently
-    for rewrite in sorted({bool(r.get("layout_rewrite", False)) for r in reports}):
-        nbytes |= task_bytes(fe.extract_tasks(mod, target, layout_rewrite=rewrite))
+    for rewrite, layout in sorted({(bool(r.get("layout_rewrite", False)), r.get("conv_layout") or "nchw")
+                                   for r in reports}):
+        nbytes |= task_bytes(fe.extract_tasks(fe.convert_conv_layout(mod, layout), target, layout_rewrite=rewrite))
     runs, compile_s, errors = [], [], []
     for wd in work_dirs:
         db = ms.database.JSONDatabase(work_dir=wd)
         t0 = time.time()
-        runs.append(fe.VMRunner(fe.compile_with_database(mod, target, db)))  # layout rewrite: as db was tuned
+        runs.append(fe.VMRunner(fe.compile_with_database(mod, target, db)))  # layout rewrite, conv layout: as db was tuned
         compile_s.append(time.time() - t0)
         errors.append(_max_err(runs[-1](*inputs), ref))
     t0 = time.time()
@@ -172,6 +173,7 @@ def bench_model(work_dirs: list[str], rounds: int, roofline: dict | None = None)
             "model": rep["model"], "work_dir": os.path.relpath(wd, ROOT), "seed": rep.get("seed"),
             "arm": rep.get("arm") or rep.get("cost_model_used") or rep.get("cost_model"),
             "layout_rewrite": bool(rep.get("layout_rewrite", False)),
+            "conv_layout": rep.get("conv_layout") or "nchw",
             "trials": len(ms.database.JSONDatabase(work_dir=wd).get_all_tuning_records()),
             "hardware_id": hardware_id(target), "threads": cores, "rounds": rounds,
             "timed_with": [os.path.relpath(w, ROOT) for w in work_dirs],
@@ -246,7 +248,7 @@ def markdown(results: dict) -> str:
     lines = ["# Tuned TVM models against PyTorch (this CPU, batch 1)", "",
              f"Command: `{results['command']}`; host {results['host']}; {results['versions']}.", "",
              _roofline_line(results.get("roofline")), "",
-             "| model | work dir (arm, trials, layout rewrite) | TVM tuned (ms) | torch eager (ms) | torch.compile (ms) | "
+             "| model | work dir (arm, trials, layout rewrite, conv layout) | TVM tuned (ms) | torch eager (ms) | torch.compile (ms) | "
              "TVM vs eager | TVM vs compile | max abs err (TVM / compile) | load before / after |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results["models"]:
@@ -254,7 +256,7 @@ def markdown(results: dict) -> str:
             lines.append(f"| {r['work_dir']} | failed: {r['failed']} |")
             continue
         lat, e = r["latency_ms"], r["max_abs_error_vs_eager"]
-        lines.append(f"| {r['model']} | {r['work_dir']} ({r['arm']}, {r['trials']}, {'on' if r.get('layout_rewrite') else 'off'}) | {lat['tvm_tuned']:.2f} | "
+        lines.append(f"| {r['model']} | {r['work_dir']} ({r['arm']}, {r['trials']}, {'on' if r.get('layout_rewrite') else 'off'}, {r.get('conv_layout', 'nchw')}) | {lat['tvm_tuned']:.2f} | "
                      f"{lat['torch_eager']:.2f} | {lat['torch_compile']:.2f} | {r['tvm_vs_eager']:.2f}x | "
                      f"{r['tvm_vs_compile']:.2f}x | {e['tvm_tuned']:.2g} / {e['torch_compile']:.2g} | "
                      f"{r['loadavg_before']} / {r['loadavg_after']} |")

@@ -19,6 +19,7 @@ from autotune.tvmrt.startup import fast_start
 fast_start("llvm")
 
 import tvm  # noqa: E402
+import tvm_ffi  # noqa: E402
 from tvm import relax  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
@@ -37,8 +38,6 @@ class Task:
 
     @property
     def workload_hash(self) -> str:
-        import tvm_ffi
-
         return f"{tvm_ffi.structural_hash(self.mod) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
@@ -66,6 +65,60 @@ def bind_and_simplify(mod: tvm.IRModule, params: dict) -> tvm.IRModule:
             relax.transform.FoldConstant(),
         ]
     )(mod)
+
+
+CONV_LAYOUTS = ("nchw", "nhwc")
+_CONV_BLOCKS = {"nhwc": ("conv2d_nhwc", "group_conv2d_nhwc"), "nchw": ("conv2d_nchw", "group_conv2d_nchw")}
+
+
+def convert_conv_layout(mod: tvm.IRModule, layout: str) -> tvm.IRModule:
+    """The bound module with its 2-D convolutions in ``layout`` (``nchw``: unchanged). ``nhwc``: Relax's
+    ``ConvertLayout`` (data NHWC, kernel OHWI; transposes only at the model's ends) and the constant weights'
+    transposes folded. ``clip`` (ReLU6) has no layout rule in ConvertLayout, which would wrap every clip in a
+    transpose pair (mobilenet_v2: 13 extra memory-bound tasks); it is rewritten as maximum/minimum first.
+    Idempotent: a module converted already is returned as it is."""
+    if layout not in CONV_LAYOUTS:
+        raise ValueError(f"conv layout {layout!r}: expected one of {', '.join(CONV_LAYOUTS)}")
+    if layout == "nchw":
+        return mod
+    mod = _clip_as_min_max(mod)
+    mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})(mod)
+    return relax.transform.FoldConstant()(mod)
+
+
+def _clip_as_min_max(mod: tvm.IRModule) -> tvm.IRModule:
+    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+
+    pattern = is_op("relax.clip")(wildcard(), wildcard(), wildcard())
+
+    def rewrite(call, _matches):
+        x, lo, hi = call.args
+        dtype = str(x.ty.dtype)
+        return relax.op.minimum(relax.op.maximum(x, relax.const(float(lo.value), dtype)),
+                                relax.const(float(hi.value), dtype))
+
+    mod = mod.clone()  # rewrite_call gives new functions; the caller's module is not changed
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mod[gv] = rewrite_call(pattern, rewrite, func)
+    return mod
+
+
+def tuned_conv_layout(database) -> str | None:
+    """The convolution layout ``database``'s tasks were extracted in (None: it holds no convolution)."""
+    if database is None:
+        return None
+    seen = set()
+    for record in database.get_all_tuning_records():
+        key = int(tvm_ffi.structural_hash(record.workload.mod))
+        if key in seen:
+            continue
+        seen.add(key)
+        text = record.workload.mod.script()
+        for layout, blocks in _CONV_BLOCKS.items():
+            if any(f'"{b}"' in text for b in blocks):
+                return layout
+    return None
 
 
 def _param_dict(mod: tvm.IRModule, values: list) -> dict:
@@ -140,12 +193,15 @@ def uses_layout_rewrite(database) -> bool:
     return False
 
 
-def compile_with_database(mod: tvm.IRModule, target, database=None, layout_rewrite: bool | None = None):
+def compile_with_database(mod: tvm.IRModule, target, database=None, layout_rewrite: bool | None = None,
+                          conv_layout: str | None = None):
     """Compile a bound module: tuned where the database has records, untuned elsewhere. ``layout_rewrite``
     (default: as the database was tuned) packs the weights into the layouts the tuned programs chose, at
-    compile time (the weights are constants), as ``static_shape_tuning_pipeline(cpu_weight_prepack=True)``."""
+    compile time (the weights are constants), as ``static_shape_tuning_pipeline(cpu_weight_prepack=True)``.
+    ``conv_layout`` (default: as the database was tuned, else the module's own): ``convert_conv_layout``."""
     if database is None:
         database = ms.database.MemoryDatabase()
+    mod = convert_conv_layout(mod, conv_layout or tuned_conv_layout(database) or "nchw")
     if layout_rewrite is None:
         layout_rewrite = uses_layout_rewrite(database)
     if not layout_rewrite:

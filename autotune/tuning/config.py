@@ -40,6 +40,23 @@ def resolve_layout_rewrite(requested: str, kind: str, tuned_with: bool | None, w
     return want
 
 
+CONV_LAYOUT = ("auto", "nchw", "nhwc")
+# --conv-layout auto on a new work dir, per target kind (a work dir keeps the layout it was tuned in; none: the
+# model's own, NCHW for the zoo's torch models).
+CONV_LAYOUT_DEFAULT: dict[str, str] = {}
+
+
+def resolve_conv_layout(requested: str, kind: str, tuned_with: str | None, work_dir: str) -> str:
+    """The layout this run's 2-D convolutions are tuned in. ``tuned_with``: the work dir's (None: a new one). A
+    flag contradicting the database is refused: its records would not match the tasks."""
+    if requested == "auto":
+        return tuned_with or CONV_LAYOUT_DEFAULT.get(kind, "nchw")
+    if tuned_with is not None and requested != tuned_with:
+        raise UserError(f"--conv-layout {requested}: --work-dir {work_dir} was tuned with --conv-layout {tuned_with}; "
+                        f"use --conv-layout auto (or {tuned_with}) there, or another --work-dir")
+    return requested
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     """Search settings sized for small budgets (``kind``: a registered ``autotune.tuning.search`` kind).
@@ -133,6 +150,7 @@ class TuneConfig:
     rpc: RPCAddress | None = None
     verbose: bool = False
     layout_rewrite: str = "auto"  # auto | on | off: weights packed into the layouts tuned programs choose
+    conv_layout: str = "auto"  # auto | nchw | nhwc: the layout 2-D convolutions are converted to and tuned in
 
     def __post_init__(self) -> None:
         from autotune.costmodel.online import ONLINE_UPDATES
@@ -146,6 +164,8 @@ class TuneConfig:
         check_name(self.cost_model)
         if self.layout_rewrite not in LAYOUT_REWRITE:
             raise UserError(f"--layout-rewrite: unknown {self.layout_rewrite!r}; valid: {', '.join(LAYOUT_REWRITE)}")
+        if self.conv_layout not in CONV_LAYOUT:
+            raise UserError(f"--conv-layout: unknown {self.conv_layout!r}; valid: {', '.join(CONV_LAYOUT)}")
         if self.online_update not in ONLINE_UPDATES:
             raise UserError(f"--online-update: unknown {self.online_update!r}; valid: {', '.join(ONLINE_UPDATES)}")
         if self.input_shape is not None and (not self.input_shape or min(self.input_shape) < 1):

@@ -28,9 +28,11 @@ from autotune.costmodel.online import OnlineLearner  # noqa: E402
 logger = logging.getLogger(__name__)
 
 
-def candidates_to_batch(context, candidates, extractor, traces: bool = True) -> ProgramBatch:
-    """Per-store features (+ trace tokens when ``traces``; models that do not read traces skip them)."""
-    feats = [f.numpy().astype(np.float32) for f in extractor.extract_from(context, candidates)]
+def candidates_to_batch(context, candidates, extractor, traces: bool = True, feats: list | None = None) -> ProgramBatch:
+    """Per-store features (+ trace tokens when ``traces``; models that do not read traces skip them).
+    ``feats``: the candidates' per-store features when the caller extracted them already."""
+    if feats is None:
+        feats = [f.numpy().astype(np.float32) for f in extractor.extract_from(context, candidates)]
     store, offsets = stack_programs(feats)
     if not traces:
         return ProgramBatch.from_store(store, offsets)
@@ -106,10 +108,11 @@ class LearnedCostModel(PyCostModel):
         self.learner.add(str(context.task_name), batch, np.asarray(lat))
         self.calls["learned"] += len(keep)
 
-    def predict(self, context, candidates) -> np.ndarray:
+    def predict(self, context, candidates, feats: list | None = None) -> np.ndarray:
+        """Scores of ``candidates`` (``feats``: their per-store features, when the caller has them)."""
         self.calls["predict"] += 1
         self.calls["predicted"] += len(candidates)
         if not candidates:
             return np.zeros(0)
-        batch = candidates_to_batch(context, candidates, self.extractor, traces=self.learner.uses_traces)
+        batch = candidates_to_batch(context, candidates, self.extractor, traces=self.learner.uses_traces, feats=feats)
         return self.learner.predict(str(context.task_name), batch)

@@ -20,7 +20,7 @@ fast_start("llvm")
 
 from autotune.cli import loadavg, versions  # noqa: E402
 from autotune.frontend import relax as fe  # noqa: E402
-from autotune.tuning.config import TuneConfig, resolve_layout_rewrite  # noqa: E402
+from autotune.tuning.config import TuneConfig, resolve_conv_layout, resolve_layout_rewrite  # noqa: E402
 from autotune.tuning.costmodels import Resolved  # noqa: E402
 from autotune.tuning.tuner import tune  # noqa: E402
 from autotune.tvmrt.database import open_json_database  # noqa: E402
@@ -52,10 +52,11 @@ class TuneSession:
         self.cores = target_cores(target)
         # the CLI resolved auto against the work dir already (on/off); elsewhere auto is the target's default
         self.layout_rewrite = resolve_layout_rewrite(self.config.layout_rewrite, target.kind.name, None, work_dir)
+        self.conv_layout = resolve_conv_layout(self.config.conv_layout, target.kind.name, None, work_dir)
 
     def prepare(self):
         mod, params = fe.import_exported(self.model.exported)
-        mod = fe.bind_and_simplify(mod, params)
+        mod = fe.convert_conv_layout(fe.bind_and_simplify(mod, params), self.conv_layout)
         return mod, fe.extract_tasks(mod, self.target, layout_rewrite=self.layout_rewrite)
 
     def run(self, cost_model: Resolved) -> dict:
@@ -71,11 +72,13 @@ class TuneSession:
         database = open_json_database(self.work_dir)
         states, stats = self._tune(tasks, database, cost_model, times)
         t0 = time.time()
-        tuned_exe = fe.compile_with_database(mod, self.target, database, layout_rewrite=self.layout_rewrite)
+        tuned_exe = fe.compile_with_database(mod, self.target, database, layout_rewrite=self.layout_rewrite,
+                                             conv_layout=self.conv_layout)
         times.compile_s = time.time() - t0
         lib_path = os.path.join(self.work_dir, f"{self.model.name}.so")
         _export(tuned_exe, lib_path)
-        untuned_exe = fe.compile_with_database(mod, self.target) if self.config.time_untuned else None
+        untuned_exe = (fe.compile_with_database(mod, self.target, conv_layout=self.conv_layout)
+                       if self.config.time_untuned else None)
         t0 = time.time()
         arms, numerics = self._check_and_time(tuned_exe, untuned_exe, self.config.bench_rounds)
         times.bench_s = time.time() - t0
@@ -112,6 +115,7 @@ class TuneSession:
             "search": dataclasses.asdict(self.config.search),
             "batch_selection": stats.selection,
             "layout_rewrite": self.layout_rewrite,
+            "conv_layout": self.conv_layout,
             "trials": {
                 "requested": self.config.trials,
                 "in_database": sum(s.trials for s in states),

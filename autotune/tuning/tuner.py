@@ -31,6 +31,7 @@ from autotune.frontend.relax import Task  # noqa: E402
 from autotune.progress import Progress  # noqa: E402
 from autotune.tuning.config import SearchConfig  # noqa: E402  (re-exported: callers import it from here)
 from autotune.tuning.costmodels import Resolved  # noqa: E402
+from autotune.tuning.search_costmodel import LearnedCostModel  # noqa: E402
 from autotune.tuning.selection import BatchSelector  # noqa: E402
 from autotune.tvmrt.database import FAILED_RUN_SECS, RECORD_FILE, record_latency, to_py  # noqa: E402
 from autotune.tvmrt.measure import Measurer  # noqa: E402
@@ -321,7 +322,10 @@ class _TuneRun:
         feats = [f.numpy().astype("float32") for f in self.extractor.extract_from(state.ctx, fresh)]
         scores = None
         if self.model is not None:
-            scores = [float(x) for x in self.model.predict(state.ctx, fresh)]
+            # our models take the features extracted above; MetaSchedule's (ms-xgb) extract their own
+            own = isinstance(self.model, LearnedCostModel)
+            scores = [float(x) for x in (self.model.predict(state.ctx, fresh, feats) if own
+                                         else self.model.predict(state.ctx, fresh))]
         idx = self.selector.choose(state.task.name, feats, None if scores is None else np.asarray(scores), cap)
         self.stats.search_s += time.perf_counter() - t0
         chosen = [fresh[i] for i in idx]

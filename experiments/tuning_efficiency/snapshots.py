@@ -88,7 +88,8 @@ def measure_snapshots(work_dirs: list[str], model_name: str, fractions=FRACTIONS
             for frac, n, d in snapshot_dirs(work_dir, fractions, os.path.join(tmp, str(k))):
                 t0 = time.time()
                 db = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
-                exe = fe.compile_with_database(mod, target, db)
+                # the run's conv layout from its report (an early snapshot may hold no convolution to tell)
+                exe = fe.compile_with_database(mod, target, db, conv_layout=reports[-1].get("conv_layout"))
                 rows[-1].append({"fraction": frac, "records": n, "compile_s": time.time() - t0,
                                  "elapsed_s": elapsed_at(reports[-1], n)})
                 runners.append(fe.VMRunner(exe))

@@ -52,7 +52,7 @@ def _time_log(history: list, t0: float):
 
 
 def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, num_trials_per_iter: int = 64,
-              batch_size: int = 1, layout_rewrite: bool = False) -> dict:
+              batch_size: int = 1, layout_rewrite: bool = False, conv_layout: str = "nchw") -> dict:
     from autotune.tvmrt.startup import fast_start, worker_initializer_llvm
 
     fast_start("llvm")
@@ -67,7 +67,7 @@ def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, n
     os.environ.setdefault("TVM_NUM_THREADS", str(cores))
     model = load_model(model_name, batch_size=batch_size, seed=seed)
     mod, params = fe.import_exported(model.exported)
-    mod = fe.bind_and_simplify(mod, params)
+    mod = fe.convert_conv_layout(fe.bind_and_simplify(mod, params), conv_layout)
     tasks = fe.extract_tasks(mod, target, layout_rewrite=layout_rewrite)
     fused = fe.fuse_for_tuning(mod, target, layout_rewrite=layout_rewrite)
     budget = trials_per_task * len(tasks)
@@ -90,6 +90,7 @@ def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, n
         "arm": "stock-ms", "model": model.name, "seed": seed, "hardware_id": hardware_id(target),
         "target": target_json(target), "trials_per_task": trials_per_task, "budget": budget,
         "num_trials_per_iter": num_trials_per_iter, "layout_rewrite": layout_rewrite,
+        "conv_layout": conv_layout,
         "tasks": [{"name": t.name, "workload_hash": t.workload_hash, "flops": t.flops, "weight": t.weight}
                   for t in tasks],
         "trials": {"this_run": history[-1][0] if history else 0},
@@ -109,9 +110,11 @@ def main(argv=None) -> int:
     ap.add_argument("--num-trials-per-iter", type=int, default=64, help="stock default: 64")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layout-rewrite", action="store_true", help="cpu_weight_prepack=True's layout-free weights")
+    ap.add_argument("--conv-layout", default="nchw", choices=("nchw", "nhwc"),
+                    help="the model's convolutions converted to this layout before tuning (nchw: as the user wrote it)")
     args = ap.parse_args(argv)
     report = run_stock(args.model, args.work_dir, args.trials_per_task, args.seed, args.num_trials_per_iter,
-                       layout_rewrite=args.layout_rewrite)
+                       layout_rewrite=args.layout_rewrite, conv_layout=args.conv_layout)
     print(json.dumps({k: report[k] for k in ("model", "budget", "trials", "wall_s")}))
     return 0
 
