@@ -104,6 +104,15 @@ def test_cli_tunes_in_nhwc_and_the_api_compiles_it_the_same_way(cli, tmp_path):
     nhwc = fe.convert_conv_layout(fe.bind_and_simplify(mod, params), "nhwc")
     tasks = fe.extract_tasks(nhwc, parse_target("llvm"), layout_rewrite=report["layout_rewrite"])
     assert all(db.has_workload(t.mod) for t in tasks if "conv" in t.name)
+    # stock TVM applies it to the converted module (layout rewrite on: cpu_weight_prepack's pipeline)
+    import tvm
+    from tvm import relax
+
+    assert report["layout_rewrite"] is True
+    stock = relax.pipeline.static_shape_tuning_pipeline(0, parse_target("llvm"), work_dir=wd,
+                                                        cpu_weight_prepack=True)(nhwc)
+    out = fe.VMRunner(tvm.compile(stock, target=parse_target("llvm")))(*m.inputs)[0]
+    np.testing.assert_allclose(out, m.module(*m.inputs).detach().numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_bad_conv_layout_flag_is_one_line(cli, tmp_path):
