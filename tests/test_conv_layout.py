@@ -1,10 +1,8 @@
-"""--conv-layout: convolutions converted to NHWC before tuning, and every compile path finding that out.
+"""--conv-layout: convolutions converted to NHWC before tuning.
 
-Real TVM: a conv/BN/ReLU6/depthwise model converted and compiled against torch; the CLI tunes the tiny zoo
-model in NHWC, the API compiles its database, a contradicting resume is refused."""
+Real TVM: a conv/BN/ReLU6/depthwise model converted and compiled against torch. A CLI run in NHWC, its
+database applied by stock TVM and the API, and a contradicting resume: tests/test_layout_rewrite.py."""
 
-import json
-import os
 
 import numpy as np
 import pytest
@@ -71,48 +69,19 @@ def test_nhwc_conversion_matches_torch_without_transposes_around_relu6():
         fe.convert_conv_layout(mod, "nchwc")
 
 
-def test_cli_tunes_in_nhwc_and_the_api_compiles_it_the_same_way(cli, tmp_path):
-    from tvm.s_tir import meta_schedule as ms
+def test_conv_layout_flag_checked():
+    from autotune.errors import UserError
+    from autotune.tuning.config import CONV_LAYOUT_DEFAULT, TuneConfig, resolve_conv_layout
 
-    from autotune.api import compile_torch
-    from autotune.frontend import relax as fe
-    from autotune.frontend.models import load_model
-    from autotune.tvmrt.target import parse_target
-
-    wd = str(tmp_path / "wd")
-    res = cli("autotune.tune", "--model", "tiny", "--trials", "12", "--work-dir", wd, "--bench-rounds", "1",
-              "--skip-untuned", "--conv-layout", "nhwc")
-    assert res.returncode == 0, res.stderr[-3000:]
-    with open(os.path.join(wd, "report.json")) as f:
-        report = json.load(f)
-    assert report["conv_layout"] == "nhwc" and report["numerics"]["max_rel_error"] < 1e-4
-    db = ms.database.JSONDatabase(work_dir=wd)
-    assert fe.tuned_conv_layout(db) == "nhwc"
-    # a resume in the other layout would tune tasks the database does not hold: refused, nothing lost
-    with open(os.path.join(wd, "database_tuning_record.json")) as f:
-        before = f.read()
-    res = cli("autotune.tune", "--model", "tiny", "--trials", "16", "--work-dir", wd, "--conv-layout", "nchw")
-    assert res.returncode == 2 and "--conv-layout nchw" in res.stderr and "Traceback" not in res.stderr
-    with open(os.path.join(wd, "database_tuning_record.json")) as f:
-        assert f.read() == before
-    # the API reads the layout off the database: its tuned convolutions are found and the numbers match
-    m = load_model("tiny")
-    compiled = compile_torch(m.module, m.inputs, database_dir=wd)
-    np.testing.assert_allclose(compiled(*m.inputs).numpy(), m.module(*m.inputs).detach().numpy(), rtol=1e-4,
-                               atol=1e-4)
-    mod, params = fe.import_exported(m.exported)
-    nhwc = fe.convert_conv_layout(fe.bind_and_simplify(mod, params), "nhwc")
-    tasks = fe.extract_tasks(nhwc, parse_target("llvm"), layout_rewrite=report["layout_rewrite"])
-    assert all(db.has_workload(t.mod) for t in tasks if "conv" in t.name)
-    # stock TVM applies it to the converted module (layout rewrite on: cpu_weight_prepack's pipeline)
-    import tvm
-    from tvm import relax
-
-    assert report["layout_rewrite"] is True
-    stock = relax.pipeline.static_shape_tuning_pipeline(0, parse_target("llvm"), work_dir=wd,
-                                                        cpu_weight_prepack=True)(nhwc)
-    out = fe.VMRunner(tvm.compile(stock, target=parse_target("llvm")))(*m.inputs)[0]
-    np.testing.assert_allclose(out, m.module(*m.inputs).detach().numpy(), rtol=1e-4, atol=1e-4)
+    with pytest.raises(UserError, match="--conv-layout"):
+        TuneConfig(conv_layout="nchwc")
+    assert resolve_conv_layout("auto", "llvm", "nhwc", "wd") == "nhwc"  # a work dir keeps its layout
+    assert resolve_conv_layout("auto", "llvm", "nchw", "wd") == "nchw"
+    assert resolve_conv_layout("nhwc", "llvm", None, "wd") == "nhwc"
+    assert resolve_conv_layout("auto", "llvm", None, "wd") == CONV_LAYOUT_DEFAULT.get("llvm", "nchw")
+    assert resolve_conv_layout("auto", "cuda", None, "wd") == "nchw"
+    with pytest.raises(UserError, match="tuned with --conv-layout nchw"):
+        resolve_conv_layout("nhwc", "llvm", "nchw", "wd")
 
 
 def test_bad_conv_layout_flag_is_one_line(cli, tmp_path):
