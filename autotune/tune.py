@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=400, help="total measured trials (all runs together)")
     p.add_argument("--trials-per-task", type=int, default=None, help="cap of trials for any one task")
     p.add_argument("--trials-per-round", type=int, default=16, help="candidates measured per search round")
+    p.add_argument("--first-round-trials", type=int, default=None,
+                   help="candidates measured on a task's first visit (default: --trials-per-round); smaller gets "
+                        "every task a tuned program sooner, the rest of the budget going where the gain is")
     p.add_argument("--work-dir", default=None, help="where the database, logs and report go (default runs/<model>)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", default="auto", help=cost_model_help())
@@ -111,7 +114,8 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
     if args.search_iters is not None:
         extra["genetic_num_iters"] = args.search_iters
     search = SearchConfig(num_trials_per_iter=args.trials_per_round, kind=args.strategy,
-                          batch_selection=args.batch_selection, selection_oversample=args.selection_oversample, **extra)
+                          batch_selection=args.batch_selection, selection_oversample=args.selection_oversample,
+                          first_round_trials=args.first_round_trials, **extra)
     return TuneConfig(
         model=args.model, target=args.target, trials=args.trials, trials_per_task=args.trials_per_task,
         work_dir=args.work_dir, seed=args.seed, cost_model=args.cost_model, cost_model_path=args.cost_model_path,

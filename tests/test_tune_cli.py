@@ -29,9 +29,10 @@ def _records(work_dir) -> list[str]:
 
 def test_tune_tiny_end_to_end(cli, tmp_path):
     wd = str(tmp_path / "wd")
-    # layout rewrite off: stock compile_relax applies the database below (on: tests/test_layout_rewrite.py)
+    # layout rewrite off, the model's NCHW: stock compile_relax applies the database below to the module as
+    # imported (on, NHWC: tests/test_layout_rewrite.py)
     res = cli("autotune.tune", "--model", "tiny", "--trials", "24", "--work-dir", wd, "--bench-rounds", "2",
-              "--layout-rewrite", "off")
+              "--layout-rewrite", "off", "--conv-layout", "nchw")
     assert res.returncode == 0, res.stderr[-3000:]
     report = _report(wd)
     assert report["layout_rewrite"] is False
@@ -220,6 +221,24 @@ def test_eta_counts_the_reachable_budget_not_trials():
     run.states[1].done = True  # its search space ran out: its 12 trials will never be measured
     run._progress()
     assert progress.total == 56 and progress.eta_s() == pytest.approx(10.0 / 14 * 2, rel=0.05)
+
+
+def test_first_round_trials_caps_only_a_tasks_first_visit():
+    from autotune.errors import UserError
+    from autotune.tuning.config import SearchConfig
+    from autotune.tuning.tuner import TaskState, _TuneRun
+
+    def caps(search):
+        run = _TuneRun(None, None, None, None, search, None, None)
+        run.states = [TaskState(None, None, budget=32, trials=n) for n in (0, 0, 5)]
+        run.set_budget(96)
+        return [run._cap(s) for s in run.states]
+
+    # 96 left over 2 untouched tasks: a first visit may take 48 (the round then measures 16) unless capped
+    assert caps(SearchConfig()) == [32, 32, 32]
+    assert caps(SearchConfig(first_round_trials=4)) == [4, 4, 32]  # later visits are not capped
+    with pytest.raises(UserError, match="--first-round-trials"):
+        SearchConfig(first_round_trials=0)
 
 
 def test_curve_and_task_table_from_the_report(tmp_path):

@@ -75,6 +75,10 @@ class SearchConfig:
     kind: str = "evolutionary"  # --strategy
     batch_selection: str = "greedy"  # --batch-selection: greedy or an autotune.costmodel.sampling sampler
     selection_oversample: int = 4  # proposals per measured candidate when a sampler picks the batch
+    # --first-round-trials: candidates measured on a task's first visit (None: num_trials_per_iter). Every task
+    # is visited once before the gradient scheduler chooses, so with 16 a round and 32 trials per task half the
+    # budget goes by before the last task has a tuned program (the early snapshots of the real-budget runs)
+    first_round_trials: int | None = None
 
     def __post_init__(self) -> None:
         _positive("--trials-per-round", self.num_trials_per_iter)
@@ -89,6 +93,7 @@ class SearchConfig:
             raise UserError(f"--batch-selection {self.batch_selection} picks among the evolutionary search's "
                             f"proposals; --strategy {self.kind} has none (use --strategy evolutionary)")
         _positive("--selection-oversample", self.selection_oversample)
+        _positive("--first-round-trials", self.first_round_trials, allow_none=True)
 
     def search_kind(self):
         from autotune.tuning.search import search_kind

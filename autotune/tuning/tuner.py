@@ -377,7 +377,7 @@ class _TuneRun:
         cap = min(self.remaining, state.budget)
         if state.trials == 0:  # first visit: leave budget for every task's first round
             untouched = sum(1 for s in self.states if s.trials == 0 and not s.done)
-            cap = min(cap, max(4, self.remaining // max(untouched, 1)))
+            cap = min(cap, max(4, self.remaining // max(untouched, 1)), self.search.first_round_trials or cap)
         return cap
 
     def _progress(self) -> None:

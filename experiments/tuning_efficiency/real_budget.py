@@ -22,7 +22,9 @@ after one trial and its share goes to the other tasks. Arms:
 - ``+nhwc`` on any arm: the model's 2-D convolutions converted to NHWC before tuning (``--conv-layout nhwc``;
   stock: the same ``autotune.frontend.relax.convert_conv_layout`` before its ``tune_relax``); every other arm
   runs with ``--conv-layout nchw``, the models' own layout. The budget stays 32 x the NCHW task count.
-Arm syntax: ``stock-ms[+lr][+nhwc]`` or ``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc]``; the table's "cost model used" column says
+- ``+firstN`` on an autotune arm: ``--first-round-trials N`` (a task's first visit measures N candidates, not
+  a whole round of 16: every task has a tuned program after N x tasks trials).
+Arm syntax: ``stock-ms[+lr][+nhwc]`` or ``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc][+firstN]``; the table's "cost model used" column says
 what each run really used (from its report.json).
 Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget, and the snapshots of all arms
 of one model and seed are timed together in alternating rounds (snapshots.py):
@@ -79,21 +81,24 @@ def model_budget(model: str, trials_per_task: int, root: str) -> int:
     return int(cache[key])
 
 
-def parse_arm(arm: str) -> tuple[str, str, str, bool, str]:
-    """``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc]`` (or ``stock-ms[+lr][+nhwc]``) -> (cost
-    model, online update, batch selection, layout rewrite, conv layout); the parts not given are '' (conv
-    layout: nchw, the models' own)."""
+def parse_arm(arm: str) -> tuple[str, str, str, bool, str, int | None]:
+    """``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc][+firstN]`` (or ``stock-ms[+lr][+nhwc]``) ->
+    (cost model, online update, batch selection, layout rewrite, conv layout, first-round trials); the parts
+    not given are '' (conv layout: nchw, the models' own; first round: None, as many as any round)."""
     base, *suffixes = arm.split("+")
     layout_rewrite = "lr" in suffixes
     conv_layout = "nhwc" if "nhwc" in suffixes else "nchw"
-    rest = [x for x in suffixes if x not in ("lr", "nhwc")]
+    first = [int(x[5:]) for x in suffixes if x.startswith("first") and x[5:].isdigit()]
+    rest = [x for x in suffixes if x not in ("lr", "nhwc") and not (x.startswith("first") and x[5:].isdigit())]
     name, _, online = base.partition(":")
-    return name, online, "+".join(rest), layout_rewrite, conv_layout
+    return name, online, "+".join(rest), layout_rewrite, conv_layout, (first[0] if first else None)
 
 
 def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, budget: int) -> list[str]:
-    name, online, selection, layout_rewrite, conv_layout = parse_arm(arm)
+    name, online, selection, layout_rewrite, conv_layout, first_round = parse_arm(arm)
     if name == "stock-ms":
+        if first_round is not None:
+            raise SystemExit(f"{arm}: +firstN is autotune's loop only (stock MetaSchedule's scheduler has no such knob)")
         return [sys.executable, os.path.join(HERE, "stock_ms.py"), "--model", model, "--work-dir", wd,
                 "--trials-per-task", str(trials_per_task), "--seed", str(seed), "--conv-layout", conv_layout,
                 *(["--layout-rewrite"] if layout_rewrite else [])]
@@ -101,7 +106,8 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
             *(["--online-update", online] if online else []),
             *(["--batch-selection", selection] if selection else []), "--trials", str(budget),
             "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
-            "--layout-rewrite", "on" if layout_rewrite else "off", "--conv-layout", conv_layout]
+            "--layout-rewrite", "on" if layout_rewrite else "off", "--conv-layout", conv_layout,
+            *(["--first-round-trials", str(first_round)] if first_round else [])]
 
 
 def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_task: int, start: bool) -> dict:
@@ -292,7 +298,7 @@ def _check_args(args) -> None:
 
     check_models_and_seeds(args)  # --models and --seeds, as the small-budget runner checks them
     for arm in args.arms.split(","):
-        name, online, selection, _, _ = parse_arm(arm)
+        name, online, selection, *_ = parse_arm(arm)
         if name == "stock-ms" and not online and not selection:
             continue
         if (name not in COST_MODELS or (online and online not in ONLINE_UPDATES)
