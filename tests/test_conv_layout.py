@@ -89,3 +89,24 @@ def test_bad_conv_layout_flag_is_one_line(cli, tmp_path):
               "--conv-layout", "nchwc")
     assert res.returncode == 2 and "--conv-layout" in res.stderr and "nhwc" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_vm_profile_times_the_compiled_models_calls():
+    """VMRunner.profile: every kernel of the compiled model is timed inside a real call (the VM's
+    instrument hook), the calls account for most of the call's time and none for more than all of it,
+    and the runner is unchanged afterwards (the hook is removed)."""
+    from autotune.frontend import relax as fe
+    from autotune.tvmrt.target import parse_target
+
+    torch.manual_seed(0)
+    model, x = _ConvRelu6(), torch.randn(1, 3, 32, 32)
+    runner = fe.VMRunner(fe.compile_with_database(_bound(model, x), parse_target("llvm")))
+    prof = runner.profile([x], runs=3)
+    calls = prof["calls"]
+    kernels = [k for k in calls if "conv2d" in k]
+    assert kernels, list(calls)
+    assert all(c["count"] >= 1 and c["ms"] > 0 for c in calls.values())
+    assert list(calls) == sorted(calls, key=lambda k: -calls[k]["ms"])  # heaviest first
+    assert 0 < sum(c["ms"] for c in calls.values()) <= prof["total_ms"] * 1.05
+    with torch.no_grad():
+        np.testing.assert_allclose(runner(x)[0], model.eval()(x).numpy(), rtol=1e-4, atol=1e-4)

@@ -38,3 +38,24 @@ def test_two_work_dirs_of_one_model_share_the_torch_timings(cli, tmp_path):
     assert all(r["max_abs_error_vs_eager"]["tvm_tuned"] < 1e-4 and len(r["latency_ms_rounds"]["tvm_tuned"]) == 2
                for r in rows)
     assert os.path.getsize(out + ".md") > 0
+    for r in rows:  # the compiled model's own time by call: its tuned kernels are there, timed
+        calls = r["compiled_profile"]["calls"]
+        assert [k for k in calls if not k.startswith("vm.builtin.") and calls[k]["ms"] > 0], calls
+    # a database without a task table in its report (stock MetaSchedule's) gets one read off the database:
+    # the same bests the tuner reported
+    code = ("import json, sys; sys.path.insert(0, 'benchmarks')\n"
+            "from autotune.tvmrt.startup import fast_start\nfast_start('llvm')\n"
+            "import vs_pytorch as vs\nfrom autotune.frontend import relax as fe\n"
+            "from autotune.frontend.models import load_model\nfrom autotune.tvmrt.target import parse_target\n"
+            "m = load_model('tiny'); mod = fe.bind_and_simplify(*fe.import_exported(m.exported))\n"
+            "rep = json.load(open(sys.argv[1] + '/report.json'))\n"
+            "tasks = fe.extract_tasks(fe.convert_conv_layout(mod, rep.get('conv_layout') or 'nchw'), parse_target('llvm'))\n"
+            "print(json.dumps({t['name']: t['best_latency_ms'] for t in vs.db_tasks(sys.argv[1], tasks)}))\n")
+    res = subprocess.run([sys.executable, "-c", code, wds[0]], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    from_db = json.loads(res.stdout.strip().splitlines()[-1])
+    with open(os.path.join(wds[0], "report.json")) as f:
+        reported = {t["name"]: t["best_latency_ms"] for t in json.load(f)["tasks"] if t["best_latency_ms"]}
+    assert from_db and set(from_db) == set(reported), (from_db, reported)
+    for name, ms in reported.items():
+        assert abs(from_db[name] - ms) <= 1e-6 + 1e-6 * ms, (name, from_db[name], ms)
