@@ -37,10 +37,10 @@ tune: setup
 
 # The README's test command (<= 10 min here): everything but the cases marked slow, which CI runs too
 test: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=20
 
 test-slow: setup
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow --durations=20
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not tvm and not slow"

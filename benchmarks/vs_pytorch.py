@@ -1,10 +1,10 @@
 """Tuned TVM models against PyTorch on this CPU: torch eager and ``torch.compile`` (Inductor, default mode).
 
-    python benchmarks/vs_pytorch.py WORK_DIR [WORK_DIR ...] [--rounds 10] [--out benchmarks/results/vs_pytorch]
+    python benchmarks/vs_pytorch.py WORK_DIR [WORK_DIR ...] [--rounds 10] [--out benchmarks/results/vs_pytorch_<hw>]
     python benchmarks/vs_pytorch.py experiments/tuning_efficiency/results_real --arm auto --seed 0
 
 Each WORK_DIR is a tuning work dir (its report.json names the model and seed; a folder of real-budget
-results is searched for ``<model>/<arm>/seed<k>`` work dirs under runs/tuning_real). Per model, in one
+results is searched for ``<model>/<arm>/seed<k>`` work dirs under runs/tuning_real/<this hardware id>). Per model, in one
 process: the TVM build from the work dir's database, torch eager, and ``torch.compile`` are checked
 against eager outputs, then timed in alternating rounds (every arm once per round, median over rounds),
 all with the target's threads. Also a per-task table: which tasks the tuned model spends its time in
@@ -237,13 +237,13 @@ def task_profile(report: dict, nbytes: dict | None = None, roofline: dict | None
     return sorted(rows, key=lambda r: -r["total_ms"])
 
 
-def find_work_dirs(paths: list[str], arm: str, seed: int) -> list[str]:
+def find_work_dirs(paths: list[str], arm: str, seed: int, hw: str) -> list[str]:
     out = []
     for p in paths:
         if os.path.exists(os.path.join(p, "report.json")) and os.path.exists(os.path.join(p, "database_tuning_record.json")):
             out.append(p)
             continue
-        runs = os.path.join(ROOT, "runs", "tuning_real")
+        runs = os.path.join(ROOT, "runs", "tuning_real", hw)  # real_budget.py files work dirs by hardware
         for model in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
             wd = os.path.join(runs, model, arm, f"seed{seed}")
             if os.path.exists(os.path.join(wd, "report.json")):
@@ -337,16 +337,16 @@ def main(argv=None) -> int:
     ap.add_argument("--arm", default="auto", help="with a results folder: which arm's work dirs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "vs_pytorch"))
+    ap.add_argument("--out", default=None,
+                    help="OUT.json / OUT.md (default: benchmarks/results/vs_pytorch_<this hardware id>)")
     args = ap.parse_args(argv)
-    from autotune.tvmrt.target import detect_host
+    from autotune.tvmrt.target import detect_host, hardware_id, parse_target, target_json
 
-    work_dirs = find_work_dirs(args.paths, args.arm, args.seed)
+    work_dirs = find_work_dirs(args.paths, args.arm, args.seed, hardware_id(parse_target("llvm")))
     if not work_dirs:
         print(f"error: no tuning work dir (report.json + database) in {args.paths}", file=sys.stderr)
         return 2
-    from autotune.tvmrt.target import parse_target, target_json
-
+    args.out = args.out or os.path.join(HERE, "results", f"vs_pytorch_{hardware_id(parse_target('llvm'))}")
     cores = int(target_json(parse_target("llvm")).get("num-cores", 1))
     results = {"command": " ".join(["python", "benchmarks/vs_pytorch.py", *(argv or sys.argv[1:])]),
                "host": detect_host().as_json(), "versions": versions(), "roofline": machine_roofline(cores),

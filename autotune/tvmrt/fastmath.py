@@ -2,7 +2,7 @@
 
 TVM 0.27 lowers ``tirx.erf`` on ``llvm`` targets to a call of libm's scalar ``erff`` per element,
 even inside a vectorized loop: bert_base's GELU task (128 x 3072 elements) took 2.6 ms, 26% of the
-tuned model, at 0.6 GFLOP/s (benchmarks/results/vs_pytorch.md). Here ``erf`` of float32 (and float16,
+tuned model, at 0.6 GFLOP/s (benchmarks/results/vs_pytorch_<hardware id>.md). Here ``erf`` of float32 (and float16,
 through float32) lowers instead to the rational approximation TVM already ships as ``topi.fast_erf``
 (Eigen's: x clamped to [-4, 4], odd degree-13 numerator over even degree-8 denominator, max error
 ~1e-7 on float32), which LLVM vectorizes. PyTorch's CPU ``erf``/GELU is a vectorized polynomial too.

@@ -32,6 +32,10 @@ compiled latency and the wall time to each point are measured, not estimated. Sp
 the trials (and seconds) an arm needed to reach stock MetaSchedule's final compiled latency, read off
 the snapshots (so it is resolved to the snapshot grid: at most 8x is visible), paired by seed.
 Resumable: finished runs (report.json + snapshots.json) are kept; partial results are tabulated.
+Per hardware: runs, work dirs and tables are filed under this machine's hardware id
+(``results_real/<hardware id>/``, ``runs/tuning_real/<hardware id>/``), since compiled latencies of two CPUs
+do not compare and the machine can differ between sittings; ``--hardware HW --summarize-only`` tabulates
+another machine's runs.
 Run it alone on the machine (loads are recorded with every run).
 """
 
@@ -153,9 +157,10 @@ def snapshot_group(states: list[dict], model: str, rounds: int) -> str | None:
 def run_group(model: str, seed: int, arms: list[str], args) -> list[dict]:
     """All arms of one model and seed: tune each, then time their snapshots side by side. An arm whose
     snapshots were timed in an earlier sitting keeps them (its group is then timed without it)."""
-    keep = os.path.join(args.out, "runs")
+    keep = os.path.join(args.out, args.hardware, "runs")
     tune_more = not (args.summarize_only or args.no_tune)
-    states = [tune_arm(a, model, seed, args.work_root, keep, args.trials_per_task, tune_more) for a in arms]
+    states = [tune_arm(a, model, seed, os.path.join(args.work_root, args.hardware), keep, args.trials_per_task,
+                       tune_more) for a in arms]
     if not args.summarize_only:
         err = snapshot_group(states, model, args.rounds)
         if err:
@@ -169,6 +174,34 @@ def run_group(model: str, seed: int, arms: list[str], args) -> list[dict]:
         elif s["state"] == "failed":
             out.append({"model": model, "arm": s["arm"], "seed": seed, "failed": s["failed"]})
     return out
+
+
+def this_hardware() -> str:
+    """This machine's hardware id (``python -m autotune.env --hardware-id``): runs are filed under it, since
+    compiled latencies of different CPUs do not compare (the sessions' machines differ)."""
+    res = subprocess.run([sys.executable, "-m", "autotune.env", "--hardware-id"], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    return res.stdout.split()[-1]
+
+
+def write_index(out: str) -> None:
+    """results_real/README.md: one line per hardware with results, linking its table."""
+    lines = ["# Tuning efficiency at a real budget, per hardware", "",
+             "Compiled latencies compare only on one machine: every hardware id has its own runs and table "
+             "(`python experiments/tuning_efficiency/real_budget.py` files its runs under this machine's id, "
+             "`python -m autotune.env --hardware-id`).", ""]
+    for hw in sorted(os.listdir(out)):
+        path = os.path.join(out, hw, "real_budget.json")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            runs = json.load(f)["runs"]
+        done = [r for r in runs if "failed" not in r]
+        models = sorted({r["model"] for r in done})
+        lines.append(f"- [{hw}]({hw}/README.md): {len(done)} runs ({', '.join(models) or 'none'}), "
+                     f"seeds {', '.join(str(k) for k in sorted({r['seed'] for r in done})) or '-'}")
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def _result(arm: str, model: str, seed: int, folder: str) -> dict:
@@ -258,7 +291,7 @@ def done_when_lines(summary: dict, baseline: str = "stock-ms", only=None) -> lis
 
 def markdown(summary: dict, runs: list[dict], meta: dict, summary_lr: dict | None = None) -> str:
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
-    lines = ["# Tuning efficiency at a real budget (measured compiled latency)", "",
+    lines = [f"# Tuning efficiency at a real budget on {meta.get('hardware_id', 'this machine')} (measured compiled latency)", "",
              f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task as one global budget; load at start "
              f"{meta['loadavg_start']}, end {meta['loadavg_end']}.", "",
              "| model | arm | cost model used | seeds | compiled latency at 1/8 / 1/4 / 1/2 / full budget (ms, seed "
@@ -319,16 +352,25 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(HERE, "results_real"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--summarize-only", action="store_true")
+    ap.add_argument("--hardware", default=None,
+                    help="whose runs (default: this machine's hardware id); tuning only on that machine")
     ap.add_argument("--no-tune", action="store_true",
                     help="start no tuning run; time the snapshots of the arms already tuned (end of a sitting)")
     args = ap.parse_args(argv)
     _check_args(args)
+    here = this_hardware()
+    args.hardware = args.hardware or here
+    if args.hardware != here and not args.summarize_only:
+        from autotune.errors import UserError
+
+        raise UserError(f"--hardware {args.hardware}: this machine is {here}; runs of another hardware can only "
+                        f"be tabulated (--summarize-only), not tuned or timed here")
     if args.quick:
         args.models, args.arms, args.seeds, args.trials_per_task, args.rounds = "tiny_mlp", "stock-ms,ms-xgb", "0", 4, 2
         args.work_root = os.path.join(args.work_root, "quick")
         args.out = os.path.join(args.work_root, "results")
     meta = {"command": " ".join(["python", "experiments/tuning_efficiency/real_budget.py", *(argv or sys.argv[1:])]),
-            "trials_per_task": args.trials_per_task, "loadavg_start": loadavg()}
+            "trials_per_task": args.trials_per_task, "loadavg_start": loadavg(), "hardware_id": args.hardware}
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run compares all arms
         for model in args.models.split(","):
@@ -339,12 +381,14 @@ def main(argv=None) -> int:
                        for m in args.models.split(",") for a in args.arms.split(",") if (m, a, k) not in have]
     summary = summarize(runs)
     summary_lr = summarize(runs, baseline="stock-ms+lr")
-    os.makedirs(args.out, exist_ok=True)
-    write_json(os.path.join(args.out, "real_budget.json"), {"meta": meta, "summary": summary,
-                                                            "summary_vs_stock_lr": summary_lr, "runs": runs})
+    out = os.path.join(args.out, args.hardware)
+    os.makedirs(out, exist_ok=True)
+    write_json(os.path.join(out, "real_budget.json"), {"meta": meta, "summary": summary,
+                                                       "summary_vs_stock_lr": summary_lr, "runs": runs})
     table = markdown(summary, runs, meta, summary_lr)
-    with open(os.path.join(args.out, "README.md"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(table)
+    write_index(args.out)
     print(table)
     return 1 if any("failed" in r for r in runs) else 0
 
