@@ -289,7 +289,13 @@ def done_when_lines(summary: dict, baseline: str = "stock-ms", only=None) -> lis
     return lines
 
 
-def markdown(summary: dict, runs: list[dict], meta: dict, summary_lr: dict | None = None) -> str:
+def same_layout(arm: str, baseline: str) -> bool:
+    """Whether ``arm`` runs with the layout settings (layout rewrite, conv layout) of stock arm ``baseline``:
+    the fair comparison for a layout, as stock-ms+lr is for +lr arms."""
+    return parse_arm(arm)[3:5] == parse_arm(baseline)[3:5]
+
+
+def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = None) -> str:
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
     lines = [f"# Tuning efficiency at a real budget on {meta.get('hardware_id', 'this machine')} (measured compiled latency)", "",
              f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task as one global budget; load at start "
@@ -309,8 +315,8 @@ def markdown(summary: dict, runs: list[dict], meta: dict, summary_lr: dict | Non
                          f"{fmt(r['final_ratio_vs_stock'], '{:.3f}')} | {fmt(r['speedup_trials_vs_stock'])} ({per or '-'}) | "
                          f"{fmt(r['speedup_time_vs_stock'])} |")
     lines += done_when_lines(summary)
-    if summary_lr:  # the fair baseline for layout rewrite: stock MetaSchedule with cpu_weight_prepack's marking
-        lines += done_when_lines(summary_lr, "stock-ms+lr", only=lambda a: a.endswith("+lr"))
+    for base, summ in (fair or {}).items():  # stock MetaSchedule with the same layouts as the arms compared
+        lines += done_when_lines(summ, base, only=lambda a, b=base: same_layout(a, b))
     if meta.get("missing"):
         lines += ["", f"Not run yet ({len(meta['missing'])}): " + "; ".join(meta["missing"]) + "."]
     failed = [r for r in runs if "failed" in r]
@@ -380,12 +386,14 @@ def main(argv=None) -> int:
     meta["missing"] = [f"{m} {a} seed {k}" for k in (int(x) for x in args.seeds.split(","))
                        for m in args.models.split(",") for a in args.arms.split(",") if (m, a, k) not in have]
     summary = summarize(runs)
-    summary_lr = summarize(runs, baseline="stock-ms+lr")
+    # the fair baselines: stock MetaSchedule run with an arm's layouts (stock-ms+lr, stock-ms+lr+nhwc, ...)
+    fair = {b: summarize(runs, baseline=b) for b in sorted({r["arm"] for r in runs if "failed" not in r})
+            if b != "stock-ms" and parse_arm(b)[0] == "stock-ms"}
     out = os.path.join(args.out, args.hardware)
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "real_budget.json"), {"meta": meta, "summary": summary,
-                                                       "summary_vs_stock_lr": summary_lr, "runs": runs})
-    table = markdown(summary, runs, meta, summary_lr)
+                                                       "summary_vs_fair_stock": fair, "runs": runs})
+    table = markdown(summary, runs, meta, fair)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(table)
     write_index(args.out)
