@@ -107,6 +107,6 @@ def test_vm_profile_times_the_compiled_models_calls():
     assert kernels, list(calls)
     assert all(c["count"] >= 1 and c["ms"] > 0 for c in calls.values())
     assert list(calls) == sorted(calls, key=lambda k: -calls[k]["ms"])  # heaviest first
-    assert 0 < sum(c["ms"] for c in calls.values()) <= prof["total_ms"] * 1.05
+    assert 0 < sum(c["ms"] for c in calls.values()) <= prof["total_ms"]  # nested in the calls, one at a time
     with torch.no_grad():
         np.testing.assert_allclose(runner(x)[0], model.eval()(x).numpy(), rtol=1e-4, atol=1e-4)
