@@ -59,6 +59,7 @@ def test_rdu_waits_for_measurements_then_prefers_uncovered_programs():
 
 
 @pytest.mark.tvm
+@pytest.mark.slow  # a real tuning run (~27 s): CI runs it with the slow cases
 def test_tune_with_rdu_batch_selection(tmp_path):
     from autotune.db import scan_database
 
