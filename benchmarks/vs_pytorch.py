@@ -344,12 +344,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from autotune.tvmrt.target import detect_host, hardware_id, parse_target, target_json
 
-    work_dirs = find_work_dirs(args.paths, args.arm, args.seed, hardware_id(parse_target("llvm")))
+    target = parse_target("llvm")
+    hw = hardware_id(target)
+    work_dirs = find_work_dirs(args.paths, args.arm, args.seed, hw)
     if not work_dirs:
         print(f"error: no tuning work dir (report.json + database) in {args.paths}", file=sys.stderr)
         return 2
-    args.out = args.out or os.path.join(HERE, "results", f"vs_pytorch_{hardware_id(parse_target('llvm'))}")
-    cores = int(target_json(parse_target("llvm")).get("num-cores", 1))
+    args.out = args.out or os.path.join(HERE, "results", f"vs_pytorch_{hw}")
+    cores = int(target_json(target).get("num-cores", 1))
     results = {"command": " ".join(["python", "benchmarks/vs_pytorch.py", *(argv or sys.argv[1:])]),
                "host": detect_host().as_json(), "versions": versions(), "roofline": machine_roofline(cores),
                "models": []}

@@ -266,6 +266,7 @@ class VMRunner:
         (instrumented), "calls": {symbol: {"count": calls per model call, "ms": ms per model call}}}`` (means
         over the runs, so the calls add up to at most total_ms);
         the part of total_ms no call accounts for is the VM's own work and the hook's overhead."""
+        runs = max(1, runs)
         args = self._tensors(inputs)
         per_symbol: dict[str, list[float]] = {}
         started: list[tuple[str, float]] = []
@@ -282,14 +283,13 @@ class VMRunner:
         self.vm.set_instrument(tvm.runtime.convert(hook) if hasattr(tvm.runtime, "convert") else hook)
         totals = []
         try:
-            for _ in range(max(1, runs)):
+            for _ in range(runs):
                 t0 = time.perf_counter()
                 self.vm["main"](*args)
                 totals.append(time.perf_counter() - t0)
         finally:
             self.vm.set_instrument(None)
-        n = max(1, runs)
-        calls = {k: {"count": len(v) / n, "ms": sum(v) / n * 1e3} for k, v in per_symbol.items()}
+        calls = {k: {"count": len(v) / runs, "ms": sum(v) / runs * 1e3} for k, v in per_symbol.items()}
         return {"total_ms": float(np.mean(totals)) * 1e3,
                 "calls": dict(sorted(calls.items(), key=lambda kv: -kv[1]["ms"]))}
 
