@@ -117,7 +117,7 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
 def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_task: int, start: bool) -> dict:
     """One (model, arm, seed) tuned (or already: its report.json exists). Returns its state: ``kept`` (the
     committed copy with snapshots exists), ``wd`` (tuned, snapshots missing), ``failed`` or ``missing``."""
-    rel = os.path.join(model, arm.replace(":", "-").replace("+", "-"), f"seed{seed}")
+    rel = os.path.join(model, arm_dir(arm), f"seed{seed}")
     kept, wd = os.path.join(keep, rel), os.path.join(root, rel)
     state = {"model": model, "arm": arm, "seed": seed, "kept": kept, "wd": wd}
     if all(os.path.exists(os.path.join(kept, n)) for n in ("report.json", "snapshots.json")):
@@ -211,7 +211,32 @@ def _result(arm: str, model: str, seed: int, folder: str) -> dict:
         report = json.load(f)
     return {"model": model, "arm": arm, "seed": seed, "snapshots": snaps["snapshots"],
             "wall_s": (report.get("wall_s") or {}).get("tuning"), "loadavg": report.get("loadavg_end") or report.get("loadavg"),
-            "cost_model_used": report.get("cost_model_used"), "hardware_id": report.get("hardware_id")}
+            "cost_model_used": report.get("cost_model_used"), "hardware_id": report.get("hardware_id"),
+            # arm folders timed in the same snapshots.py call ("../<arm>/seedN"; its own folder is "seedN")
+            "timed_with": sorted({p.split("/")[1] for p in snaps.get("timed_with", []) if p.startswith("../")}
+                                 | {arm_dir(arm)})}
+
+
+def arm_dir(arm: str) -> str:
+    """An arm's folder name (runs and work dirs): ``+`` and ``:`` are not in file names."""
+    return arm.replace(":", "-").replace("+", "-")
+
+
+def sittings_lines(runs: list[dict]) -> list[str]:
+    """Per (model, seed) whose arms were timed in more than one sitting (one snapshots.py call each): which arms
+    were timed together. Latencies compare best within a sitting; across sittings the machine's state differs."""
+    out = []
+    for model, seed in sorted({(r["model"], r["seed"]) for r in runs if "failed" not in r}):
+        mine = [r for r in runs if r["model"] == model and r["seed"] == seed and "failed" not in r]
+        names = {arm_dir(r["arm"]): r["arm"] for r in mine}
+        groups = sorted({tuple(sorted(names[d] for d in r.get("timed_with", []) if d in names)) for r in mine})
+        if len(groups) > 1:
+            out.append(f"- {model} seed {seed}: timed in {len(groups)} sittings, "
+                       + " | ".join("{" + ", ".join(g) + "}" for g in groups))
+    if out:
+        out = ["", "Arms of one group timed in different sittings (their latencies compare best within a sitting):",
+               *out]
+    return out
 
 
 def first_reaching(run: dict, target_ms: float, key: str):
@@ -317,6 +342,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
     lines += done_when_lines(summary)
     for base, summ in (fair or {}).items():  # stock MetaSchedule with the same layouts as the arms compared
         lines += done_when_lines(summ, base, only=lambda a, b=base: same_layout(a, b))
+    lines += sittings_lines(runs)
     if meta.get("missing"):
         lines += ["", f"Not run yet ({len(meta['missing'])}): " + "; ".join(meta["missing"]) + "."]
     failed = [r for r in runs if "failed" in r]
