@@ -101,3 +101,34 @@ def test_task_sequences_read_the_database_in_measured_order(tmp_path):
     with open(os.path.join(wd, "database_tuning_record.json"), "w") as f:
         f.write("".join(json.dumps([w, [[], secs, {}, []]]) + "\n" for w, secs in recs) + '[0, [[], [9')
     assert te.task_sequences(wd, report) == [[2.0, float("inf")], [5.0, float("inf")]]
+
+
+def _kept(root, arm, seed, latencies, timed_with, wall=100.0):
+    """A kept real-budget run: report.json + snapshots.json as real_budget.py keeps them."""
+    import real_budget as rb
+
+    folder = os.path.join(root, "m", rb.arm_dir(arm), f"seed{seed}")
+    snaps = [{"records": 10 * (i + 1), "elapsed_s": 5.0 * (i + 1), "latency_ms": lat} for i, lat in enumerate(latencies)]
+    _write(os.path.join(folder, "snapshots.json"), {"snapshots": snaps, "timed_with": timed_with})
+    _write(os.path.join(folder, "report.json"), {"wall_s": {"tuning": wall}})
+    return rb._result(arm, "m", seed, folder)
+
+
+def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
+    import real_budget as rb
+
+    # sitting 1: stock-ms with ours; sitting 2: the +first4 arm with stock-ms+lr+nhwc
+    runs = [_kept(tmp_path, "stock-ms", 0, [90, 80, 70, 40], ["seed0", "../ms-mlp-lr-nhwc/seed0"]),
+            _kept(tmp_path, "ms-mlp+lr+nhwc", 0, [60, 40, 30, 20], ["../stock-ms/seed0", "seed0"]),
+            _kept(tmp_path, "ms-mlp+lr+nhwc+first4", 0, [35, 30, 25, 22], ["seed0", "../stock-ms-lr-nhwc/seed0"]),
+            _kept(tmp_path, "stock-ms+lr+nhwc", 0, [99, 99, 99, 21], ["../ms-mlp-lr-nhwc-first4/seed0", "seed0"])]
+    summary = rb.summarize(runs)["m"]
+    # stock's final 40 ms at 40 records / 20 s: ours reaches it at 20 records (2x) / 10 s; +first4 at 10 (4x)
+    assert summary["ms-mlp+lr+nhwc"]["speedup_trials_vs_stock"] == 2.0
+    assert summary["ms-mlp+lr+nhwc"]["speedup_time_vs_stock"] == 2.0
+    assert summary["ms-mlp+lr+nhwc+first4"]["speedup_trials_vs_stock"] == 4.0
+    assert abs(summary["ms-mlp+lr+nhwc"]["final_ratio_vs_stock"] - 0.5) < 1e-12
+    lines = rb.sittings_lines(runs)
+    assert lines[-1] == ("- m seed 0: timed in 2 sittings, {ms-mlp+lr+nhwc, stock-ms} | "
+                         "{ms-mlp+lr+nhwc+first4, stock-ms+lr+nhwc}")
+    assert rb.sittings_lines(runs[:2]) == []  # one sitting: nothing to say
