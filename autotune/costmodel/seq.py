@@ -33,22 +33,36 @@ def selective_scan(
     """y_t = C_t · h_t with h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t.
 
     x, dt: [b, l, d]; A: [d, n]; B, C: [b, l, n] -> y [b, l, d]. Steps with dt = 0 keep h.
-    The state is kept as [b, n, d] (d innermost: twice as fast on CPU as [b, d, n]); without
-    autograd the updates are in place.
+    The state is kept as [b, n, d] (d innermost: twice as fast on CPU as [b, d, n]). Without autograd
+    (search-time inference) the work is done by ``_scan_inference``: one fused op per time step.
     """
-    grad = torch.is_grad_enabled()
+    if not torch.is_grad_enabled():
+        return _scan_inference(x, dt, A, B, C)
     At = A.t().contiguous()  # [n, d]
     h = x.new_zeros(x.shape[0], A.shape[1], x.shape[2])  # [b, n, d]
     dt4, dtx = dt.unsqueeze(2), (dt * x).unsqueeze(2)  # [b, l, 1, d]
     B4, C4 = B.unsqueeze(-1), C.unsqueeze(-1)  # [b, l, n, 1]
     ys = []
     for t in range(x.shape[1]):
-        if grad:
-            h = torch.exp(dt4[:, t] * At) * h + B4[:, t] * dtx[:, t]
-        else:
-            h = torch.mul(dt4[:, t], At).exp_().mul_(h).addcmul_(B4[:, t], dtx[:, t])
+        h = torch.exp(dt4[:, t] * At) * h + B4[:, t] * dtx[:, t]
         ys.append((h * C4[:, t]).sum(1))  # [b, d]
     return torch.stack(ys, dim=1)
+
+
+def _scan_inference(
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
+) -> torch.Tensor:
+    """The same recurrence without autograd, time-major: the decays exp(dt_t A) and inputs dt_t B_t x_t of
+    all steps are computed in two large ops, the loop is one in-place ``addcmul_`` per step (the inputs'
+    buffer becomes the states), and the read-out C_t · h_t is one batched matmul. Per step this dispatches
+    one op where the loop above dispatches six, which is what a CPU spends its time on at these sizes."""
+    dtt = dt.transpose(0, 1)  # [l, b, d]
+    decay = torch.mul(dtt.unsqueeze(2), A.t()).exp_()  # [l, b, n, d]
+    h = torch.mul(B.transpose(0, 1).unsqueeze(-1), (dtt * x.transpose(0, 1)).unsqueeze(2))  # [l, b, n, d]
+    for t in range(1, h.shape[0]):
+        h[t].addcmul_(decay[t], h[t - 1])
+    y = torch.matmul(C.transpose(0, 1).unsqueeze(2), h)  # [l, b, 1, d]
+    return y.squeeze(2).transpose(0, 1)
 
 
 def causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -133,6 +147,7 @@ def positions(length: int, d_model: int, device) -> torch.Tensor:
 
 
 MIXERS = ("mamba", "lstm", "attention")
+STORE_MODES = ("packsum", "rows")
 
 
 def _block(mixer: str, d_model: int, d_inner: int, d_state: int, d_conv: int) -> nn.Module:
@@ -159,9 +174,11 @@ class SeqNet(nn.Module):
         n_heads: int,
         dropout: float,
         mixer: str = "mamba",
+        store_mode: str = "packsum",
     ) -> None:
         super().__init__()
         self.mixer = mixer
+        self.store_mode = store_mode
         self.embed = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=0)
         self.numeric = nn.Linear(NUM_DIM, d_model)
         self.blocks = nn.ModuleList(_block(mixer, d_model, d_inner, d_state, d_conv) for _ in range(n_layers))
@@ -173,8 +190,18 @@ class SeqNet(nn.Module):
             nn.Linear(store_hidden, store_hidden),
             nn.ReLU(),
         )
-        self.drop = nn.Dropout(dropout)
         width = 2 * d_model + store_hidden
+        if store_mode == "rows":
+            # every per-store row encoded on its own, then pooled per program (sum and max): which store
+            # carries which features survives, where the pack-sum adds all stores into one row
+            self.rows = nn.Sequential(nn.Linear(N_STORE_FEATS, store_hidden), nn.ReLU(),
+                                      nn.Linear(store_hidden, store_hidden), nn.ReLU())
+            self.register_buffer("row_mean", torch.zeros(N_STORE_FEATS))
+            self.register_buffer("row_std", torch.ones(N_STORE_FEATS))
+            width += 2 * store_hidden
+        elif store_mode != "packsum":
+            raise ValueError(f"store_mode: unknown {store_mode!r}; valid: {', '.join(STORE_MODES)}")
+        self.drop = nn.Dropout(dropout)
         self.heads = nn.ModuleList(
             nn.Sequential(nn.Linear(width, d_model), nn.ReLU(), nn.Linear(d_model, 1)) for _ in range(n_heads)
         )
@@ -185,14 +212,27 @@ class SeqNet(nn.Module):
         self.register_buffer("store_std", torch.ones(N_STORE_FEATS))
 
     def forward(
-        self, kinds: torch.Tensor, numeric: torch.Tensor, lengths: torch.Tensor, packsum: torch.Tensor
+        self, kinds: torch.Tensor, numeric: torch.Tensor, lengths: torch.Tensor, packsum: torch.Tensor,
+        rows: torch.Tensor | None = None, segment: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        parts = [self.store((slog(packsum) - self.store_mean) / self.store_std)]
+        if self.store_mode == "rows":
+            enc = self.rows((slog(rows) - self.row_mean) / self.row_std)
+            n = len(kinds)
+            summed = enc.new_zeros(n, enc.shape[1]).index_add_(0, segment, enc)
+            peak = enc.new_zeros(n, enc.shape[1]).index_reduce_(0, segment, enc, "amax", include_self=True)
+            parts += [summed, peak]  # encodings are >= 0 (ReLU): 0 is max's neutral element
+        fused = self.drop(torch.cat([self.sequence(kinds, numeric, lengths), *parts], dim=-1))
+        return torch.cat([head(fused) for head in self.heads], dim=-1)
+
+    def sequence(self, kinds: torch.Tensor, numeric: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The trace branch: [last valid step, masked mean] of the mixer blocks' output, [n, 2 d_model]."""
         if not torch.is_grad_enabled() and kinds.device.type == "cpu" and len(kinds) > INFER_ROWS:
             parts = []
             for i in range(0, len(kinds), INFER_ROWS):
                 rows = slice(i, i + INFER_ROWS)
                 width = max(int(lengths[rows].max()), 1)
-                parts.append(self(kinds[rows, :width], numeric[rows, :width], lengths[rows], packsum[rows]))
+                parts.append(self.sequence(kinds[rows, :width], numeric[rows, :width], lengths[rows]))
             return torch.cat(parts)
         length = kinds.shape[1]
         mask = (torch.arange(length, device=kinds.device)[None, :] < lengths[:, None]).to(numeric.dtype)
@@ -204,9 +244,7 @@ class SeqNet(nn.Module):
         h = self.norm(h)
         last = h[torch.arange(h.shape[0], device=h.device), (lengths - 1).clamp_min(0)]
         mean = (h * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp_min(1.0)
-        store = self.store((slog(packsum) - self.store_mean) / self.store_std)
-        fused = self.drop(torch.cat([last, mean, store], dim=-1))
-        return torch.cat([head(fused) for head in self.heads], dim=-1)
+        return torch.cat([last, mean], dim=-1)
 
 
 def _set_stats(mean_buf: torch.Tensor, std_buf: torch.Tensor, rows: np.ndarray) -> None:
@@ -237,12 +275,14 @@ class SeqCostModel(TorchRankerModel):
 
     def __init__(self, *, d_model: int = 32, n_layers: int = 2, expand: int = 1, d_state: int = 8, d_conv: int = 4,
                  store_hidden: int = 32, n_heads: int = 1, dropout: float = 0.2, mixer: str = "mamba",
-                 **training) -> None:
+                 store_mode: str = "packsum", **training) -> None:
         """``mixer``: the sequence block, ``mamba`` (default), or for the comparison of issue 12 (TCL's claim
         T2) a same-width ``lstm`` or ``attention`` (transformer encoder) block in the same slot.
         ``training``: TorchRankerModel's keywords (epochs 30, lr 2e-3, weight_decay 1e-2, ...)."""
         if mixer not in MIXERS:
             raise ValueError(f"mixer: unknown {mixer!r}; valid: {', '.join(MIXERS)}")
+        if store_mode not in STORE_MODES:
+            raise ValueError(f"store_mode: unknown {store_mode!r}; valid: {', '.join(STORE_MODES)}")
         super().__init__(**training)
         self._store_params(locals())
 
@@ -257,6 +297,7 @@ class SeqCostModel(TorchRankerModel):
             self.n_heads,
             self.dropout,
             self.mixer,
+            self.store_mode,
         )
 
     def _fit_stats(self, net: SeqNet, X: ProgramBatch, idx: np.ndarray) -> None:
@@ -267,16 +308,28 @@ class SeqCostModel(TorchRankerModel):
         store = slog(torch.as_tensor(X.packsum()[idx], dtype=torch.float64)).numpy()
         _set_stats(net.num_mean, net.num_std, num)
         _set_stats(net.store_mean, net.store_std, store)
+        if net.store_mode == "rows":
+            picked = np.zeros(len(X), bool)
+            picked[idx] = True
+            rows = X.store_feats[np.repeat(picked, np.diff(X.offsets))]
+            _set_stats(net.row_mean, net.row_std, slog(torch.as_tensor(rows, dtype=torch.float64)).numpy())
 
     def _inputs(self, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> tuple:
         lengths = X.lengths[idx]
         width = max(int(lengths.max()) if len(idx) else 1, 1)  # trailing padding is dropped
-        return (
+        out = (
             torch.as_tensor(X.kinds[idx, :width], device=device),
             torch.as_tensor(X.numeric[idx, :width], device=device),
             torch.as_tensor(lengths, device=device),
             torch.as_tensor(X.packsum()[idx], device=device),
         )
+        if self.store_mode != "rows":
+            return out
+        starts, sizes = X.offsets[idx], X.offsets[idx + 1] - X.offsets[idx]
+        first = np.cumsum(sizes) - sizes  # where each program's rows begin in the gathered block
+        rows = np.arange(int(sizes.sum())) + np.repeat(starts - first, sizes)
+        return (*out, torch.as_tensor(X.store_feats[rows], device=device),
+                torch.as_tensor(np.repeat(np.arange(len(idx)), sizes), device=device))
 
     def _predict_order(self, X: ProgramBatch) -> np.ndarray:
         return np.argsort(X.lengths, kind="stable")  # batches of similar length scan fewer steps
