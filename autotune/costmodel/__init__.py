@@ -19,6 +19,7 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     "ms-mlp": ("autotune.costmodel.mlp", "TensetMLPCostModel", {}),
     "seq": ("autotune.costmodel.seq", "SeqCostModel", {}),
     "seq-lstm": ("autotune.costmodel.seq", "SeqCostModel", {"mixer": "lstm"}),
+    "seq-rows": ("autotune.costmodel.seq", "SeqCostModel", {"store_mode": "rows"}),
     "random": ("autotune.costmodel.random_model", "RandomCostModel", {}),
 }
 
