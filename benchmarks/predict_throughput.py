@@ -86,7 +86,13 @@ def _main(args) -> int:
     from autotune.tvmrt.target import hardware_id, parse_target
 
     machine = hardware_id(parse_target("llvm"))  # where the timing runs (the models' hardware can differ)
-    data = load_training_data(args.dataset)
+    from autotune.data.feature_cache import StaleFeatureCache
+    from autotune.data.store import DatasetError
+
+    try:
+        data = load_training_data(args.dataset)
+    except (DatasetError, StaleFeatureCache) as err:
+        raise UserError(str(err)) from None
     hw = data.manifest["hardware"]["hardware_id"]
     _, test_keys = split_by_model({k: data.tasks[k] for k in data.task_keys}, HELD_OUT)
     batch = data.select_tasks(sorted(set().union(*test_keys.values()))).batch

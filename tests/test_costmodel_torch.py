@@ -249,3 +249,30 @@ def test_store_rows_see_what_the_pack_sum_adds_away(tmp_path):
     np.testing.assert_array_equal(again.predict(X.subset(test)), model.predict(X.subset(test)))
     with pytest.raises(ValueError, match="store_mode: unknown 'mean'"):
         SeqCostModel(store_mode="mean")
+
+
+def test_seq_inference_on_worker_threads_matches_and_restores_threads(data, monkeypatch):
+    """With 2 threads, search-time inference runs row slices on worker threads (each op on one core): the
+    scores are those of the one-thread loop, and the process's thread count is what it was."""
+    from autotune.costmodel import seq
+
+    X, y, groups, test = data
+    part = np.nonzero(~test)[0][:300]
+    model = SeqCostModel(**dict(FAST, epochs=1)).fit(X.subset(part), y[part], groups[part])
+    assert len(X) > 3 * seq.INFER_ROWS  # several slices
+    model.num_threads = 2
+    before = torch.get_num_threads()
+    pooled = model.predict(X)
+    assert torch.get_num_threads() == before
+    torch.set_num_threads(2)
+    try:  # a caller's own no-grad context (not inference mode) around the network, as transfer code has
+        with torch.no_grad():
+            direct = model.net_(*model._inputs(X, np.arange(len(X)), torch.device("cpu")))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.setattr(seq, "INFER_WORKERS", False)
+    np.testing.assert_allclose(pooled, model.predict(X), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        one = model.net_(*model._inputs(X, np.arange(len(X)), torch.device("cpu")))
+    np.testing.assert_allclose(direct.numpy(), one.numpy(), rtol=1e-5, atol=1e-6)

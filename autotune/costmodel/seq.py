@@ -14,6 +14,7 @@ the batch; padded steps get dt = 0, which leaves the state unchanged (exp(0·A) 
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -24,7 +25,8 @@ from ._torch_train import TorchRankerModel
 from .inputs import N_STORE_FEATS, NUM_DIM, VOCAB_SIZE, ProgramBatch
 
 STATS_SAMPLE = 20000  # programs used to fit the normalization statistics
-INFER_ROWS = 256  # CPU inference runs the network on row slices this big (activations stay in cache)
+INFER_ROWS = 128  # CPU inference runs the network on row slices this big (activations stay in cache)
+INFER_WORKERS = True  # CPU inference spreads the slices over one worker thread per torch thread
 
 
 def selective_scan(
@@ -228,12 +230,25 @@ class SeqNet(nn.Module):
     def sequence(self, kinds: torch.Tensor, numeric: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The trace branch: [last valid step, masked mean] of the mixer blocks' output, [n, 2 d_model]."""
         if not torch.is_grad_enabled() and kinds.device.type == "cpu" and len(kinds) > INFER_ROWS:
-            parts = []
-            for i in range(0, len(kinds), INFER_ROWS):
+            def part(i: int) -> torch.Tensor:
                 rows = slice(i, i + INFER_ROWS)
                 width = max(int(lengths[rows].max()), 1)
-                parts.append(self.sequence(kinds[rows, :width], numeric[rows, :width], lengths[rows]))
-            return torch.cat(parts)
+                with torch.inference_mode():  # grad mode is per thread: a worker starts with it on
+                    return self.sequence(kinds[rows, :width], numeric[rows, :width], lengths[rows])
+
+            starts, threads = range(0, len(kinds), INFER_ROWS), torch.get_num_threads()
+            workers = min(threads, len(starts)) if INFER_WORKERS else 1
+            if workers <= 1:
+                return torch.cat([part(i) for i in starts])
+            # whole slices on one worker thread per core, each op single-threaded (new threads take the
+            # global count, 1 meanwhile): at these sizes an op split over cores costs more in wake-ups
+            # than it gains, while slices are independent
+            torch.set_num_threads(1)
+            try:
+                with ThreadPoolExecutor(workers) as pool:
+                    return torch.cat(list(pool.map(part, starts)))
+            finally:
+                torch.set_num_threads(threads)
         length = kinds.shape[1]
         mask = (torch.arange(length, device=kinds.device)[None, :] < lengths[:, None]).to(numeric.dtype)
         h = self.embed(kinds) + self.numeric((numeric - self.num_mean) / self.num_std)
