@@ -35,36 +35,24 @@ def selective_scan(
     """y_t = C_t · h_t with h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t.
 
     x, dt: [b, l, d]; A: [d, n]; B, C: [b, l, n] -> y [b, l, d]. Steps with dt = 0 keep h.
-    The state is kept as [b, n, d] (d innermost: twice as fast on CPU as [b, d, n]). Without autograd
-    (search-time inference) the work is done by ``_scan_inference``: one fused op per time step.
+    The state is kept as [b, n, d] (d innermost: twice as fast on CPU as [b, d, n]); without
+    autograd the updates are in place. (A variant computing every step's decay and input in two large
+    ops and reading out with one matmul was 1.45x faster with 2-thread ops on slices of 256, and 0.72x
+    as fast on the worker threads that inference uses now: its [l, b, n, d] tensors leave the cache.)
     """
-    if not torch.is_grad_enabled():
-        return _scan_inference(x, dt, A, B, C)
+    grad = torch.is_grad_enabled()
     At = A.t().contiguous()  # [n, d]
     h = x.new_zeros(x.shape[0], A.shape[1], x.shape[2])  # [b, n, d]
     dt4, dtx = dt.unsqueeze(2), (dt * x).unsqueeze(2)  # [b, l, 1, d]
     B4, C4 = B.unsqueeze(-1), C.unsqueeze(-1)  # [b, l, n, 1]
     ys = []
     for t in range(x.shape[1]):
-        h = torch.exp(dt4[:, t] * At) * h + B4[:, t] * dtx[:, t]
+        if grad:
+            h = torch.exp(dt4[:, t] * At) * h + B4[:, t] * dtx[:, t]
+        else:
+            h = torch.mul(dt4[:, t], At).exp_().mul_(h).addcmul_(B4[:, t], dtx[:, t])
         ys.append((h * C4[:, t]).sum(1))  # [b, d]
     return torch.stack(ys, dim=1)
-
-
-def _scan_inference(
-    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
-) -> torch.Tensor:
-    """The same recurrence without autograd, time-major: the decays exp(dt_t A) and inputs dt_t B_t x_t of
-    all steps are computed in two large ops, the loop is one in-place ``addcmul_`` per step (the inputs'
-    buffer becomes the states), and the read-out C_t · h_t is one batched matmul. Per step this dispatches
-    one op where the loop above dispatches six, which is what a CPU spends its time on at these sizes."""
-    dtt = dt.transpose(0, 1)  # [l, b, d]
-    decay = torch.mul(dtt.unsqueeze(2), A.t()).exp_()  # [l, b, n, d]
-    h = torch.mul(B.transpose(0, 1).unsqueeze(-1), (dtt * x.transpose(0, 1)).unsqueeze(2))  # [l, b, n, d]
-    for t in range(1, h.shape[0]):
-        h[t].addcmul_(decay[t], h[t - 1])
-    y = torch.matmul(C.transpose(0, 1).unsqueeze(2), h)  # [l, b, 1, d]
-    return y.squeeze(2).transpose(0, 1)
 
 
 def causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
