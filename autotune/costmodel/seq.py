@@ -281,6 +281,8 @@ class SeqCostModel(TorchRankerModel):
                  store_mode: str = "packsum", **training) -> None:
         """``mixer``: the sequence block, ``mamba`` (default), or for the comparison of issue 12 (TCL's claim
         T2) a same-width ``lstm`` or ``attention`` (transformer encoder) block in the same slot.
+        ``store_mode``: ``packsum`` (default: the per-store feature rows summed, then an MLP) or ``rows``
+        (registered as ``seq-rows``: besides that, every row encoded on its own and pooled by sum and max).
         ``training``: TorchRankerModel's keywords (epochs 30, lr 2e-3, weight_decay 1e-2, ...)."""
         if mixer not in MIXERS:
             raise ValueError(f"mixer: unknown {mixer!r}; valid: {', '.join(MIXERS)}")
