@@ -129,6 +129,14 @@ class ProgramBatch:
             self._packsum = sums
         return self._packsum
 
+    def store_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The per-store rows of programs ``idx`` in that order [rows, 164], and for each row its position in
+        ``idx`` (the segment id a per-program pooling sums over)."""
+        starts, sizes = self.offsets[idx], self.offsets[idx + 1] - self.offsets[idx]
+        first = np.cumsum(sizes) - sizes  # where each program's rows begin in the gathered block
+        rows = np.arange(int(sizes.sum())) + np.repeat(starts - first, sizes)
+        return self.store_feats[rows], np.repeat(np.arange(len(idx)), sizes)
+
     def subset(self, idx) -> ProgramBatch:
         idx = np.asarray(idx)
         idx = np.nonzero(idx)[0] if idx.dtype == bool else idx.astype(np.int64)

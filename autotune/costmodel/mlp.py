@@ -57,21 +57,12 @@ class TensetMLPCostModel(TorchRankerModel):
         return SegmentSumMLP(self.hidden_dim)
 
     def _fit_stats(self, net: SegmentSumMLP, X: ProgramBatch, idx: np.ndarray) -> None:
-        is_train = np.zeros(len(X), bool)
-        is_train[idx] = True
-        rows = X.store_feats[np.repeat(is_train, np.diff(X.offsets))]
+        rows = X.store_rows(idx)[0]
         if len(rows):
             top = np.abs(rows).max(0)
             with torch.no_grad():
                 net.feat_scale.copy_(torch.as_tensor(1.0 / np.where(top > 0, top, 1.0)))
 
     def _inputs(self, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> tuple:
-        starts, sizes = X.offsets[idx], X.offsets[idx + 1] - X.offsets[idx]
-        first = np.cumsum(sizes) - sizes  # where each program's rows begin in the gathered block
-        rows = np.arange(int(sizes.sum())) + np.repeat(starts - first, sizes)
-        segment = np.repeat(np.arange(len(idx)), sizes)
-        return (
-            torch.as_tensor(X.store_feats[rows], device=device),
-            torch.as_tensor(segment, device=device),
-            len(idx),
-        )
+        rows, segment = X.store_rows(idx)
+        return torch.as_tensor(rows, device=device), torch.as_tensor(segment, device=device), len(idx)

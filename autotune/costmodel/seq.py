@@ -314,9 +314,7 @@ class SeqCostModel(TorchRankerModel):
         _set_stats(net.num_mean, net.num_std, num)
         _set_stats(net.store_mean, net.store_std, store)
         if net.store_mode == "rows":
-            picked = np.zeros(len(X), bool)
-            picked[idx] = True
-            rows = X.store_feats[np.repeat(picked, np.diff(X.offsets))]
+            rows = X.store_rows(idx)[0]
             _set_stats(net.row_mean, net.row_std, slog(torch.as_tensor(rows, dtype=torch.float64)).numpy())
 
     def _inputs(self, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> tuple:
@@ -330,11 +328,8 @@ class SeqCostModel(TorchRankerModel):
         )
         if self.store_mode != "rows":
             return out
-        starts, sizes = X.offsets[idx], X.offsets[idx + 1] - X.offsets[idx]
-        first = np.cumsum(sizes) - sizes  # where each program's rows begin in the gathered block
-        rows = np.arange(int(sizes.sum())) + np.repeat(starts - first, sizes)
-        return (*out, torch.as_tensor(X.store_feats[rows], device=device),
-                torch.as_tensor(np.repeat(np.arange(len(idx)), sizes), device=device))
+        rows, segment = X.store_rows(idx)
+        return (*out, torch.as_tensor(rows, device=device), torch.as_tensor(segment, device=device))
 
     def _predict_order(self, X: ProgramBatch) -> np.ndarray:
         return np.argsort(X.lengths, kind="stable")  # batches of similar length scan fewer steps
