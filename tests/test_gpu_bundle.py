@@ -127,3 +127,22 @@ def test_results_file_torn_tail_resumes_and_mid_file_corruption_is_one_line(bund
         res = cli(*args)
         assert res.returncode == 2, res.stderr
         assert res.stderr.strip() == f"error: {results}: corrupt JSON on line 2", res.stderr
+
+
+@needs_nvcc
+def test_time_limit_finishes_the_bundle_without_new_tasks(bundle, tmp_path, cli):
+    """--time-limit 0 on a resumed bundle asking for more programs per task builds nothing and still
+    writes bundle.json (so it can be packed); a negative limit is refused in one line."""
+    import shutil
+
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    (copy / "bundle.json").unlink()
+    before = (copy / "programs.jsonl").read_text()
+    res = cli("autotune.cuda.bundle", "build", "--tasks-from", TINY, "--only-models", "tiny_mlp",
+              "--programs-per-task", "5", "--out", str(copy), "--no-wheels", "--time-limit", "0", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (copy / "programs.jsonl").read_text() == before
+    assert json.loads((copy / "bundle.json").read_text())["programs"] == len(before.splitlines())
+    res = cli("autotune.cuda.bundle", "build", "--tasks-from", TINY, "--out", str(copy), "--time-limit", "-1")
+    assert res.returncode == 2 and res.stderr.strip() == "error: --time-limit must be >= 0 seconds, got -1.0"

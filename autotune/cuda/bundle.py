@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--arch", default="sm_90", help="CUDA architecture of the GPU that will time them")
     b.add_argument("--out", required=True, help="bundle folder (created or resumed)")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--time-limit", type=float, default=None,
+                   help="start no new task after this many seconds; the bundle is finished with what was built")
     b.add_argument("--no-wheels", action="store_true", help="do not fetch the apache-tvm-ffi wheel for the device")
     b.add_argument("-v", "--verbose", action="store_true")
     k = sub.add_parser("pack", help="compress a bundle into one .tar.xz to carry to the GPU machine")
@@ -134,6 +136,8 @@ def _trace_json(sch):
 def build(args) -> int:
     if args.programs_per_task < 1:
         raise UserError(f"--programs-per-task must be >= 1, got {args.programs_per_task}")
+    if args.time_limit is not None and args.time_limit < 0:
+        raise UserError(f"--time-limit must be >= 0 seconds, got {args.time_limit}")
     from autotune.tvmrt.cuda_build import cuda_runtime_loaded, prepare_build_only
 
     chosen = prepare_build_only()
@@ -169,6 +173,12 @@ def build(args) -> int:
             need = args.programs_per_task - per_task.get(task["key"], 0)
             if need <= 0:
                 continue
+            if args.time_limit is not None and time.time() - t0 >= args.time_limit:
+                logger.info("--time-limit %.0f s reached: %d of %d tasks left unbuilt; rerun to continue",
+                            args.time_limit, sum(1 for t in tasks[n_task:]
+                                                 if per_task.get(t["key"], 0) < args.programs_per_task),
+                            len(tasks))
+                break
             ts = time.time()
             picked = _sample(task, target, need, args.seed + n_task, taken)
             sample_s = time.time() - ts
