@@ -210,7 +210,8 @@ class SeqNet(nn.Module):
             enc = self.rows((slog(rows) - self.row_mean) / self.row_std)
             n = len(kinds)
             summed = enc.new_zeros(n, enc.shape[1]).index_add_(0, segment, enc)
-            peak = enc.new_zeros(n, enc.shape[1]).index_reduce_(0, segment, enc, "amax", include_self=True)
+            peak = enc.new_zeros(n, enc.shape[1]).scatter_reduce_(
+                0, segment[:, None].expand_as(enc), enc, "amax", include_self=True)
             parts += [summed, peak]  # encodings are >= 0 (ReLU): 0 is max's neutral element
         fused = self.drop(torch.cat([self.sequence(kinds, numeric, lengths), *parts], dim=-1))
         return torch.cat([head(fused) for head in self.heads], dim=-1)
