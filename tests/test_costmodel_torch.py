@@ -276,3 +276,18 @@ def test_seq_inference_on_worker_threads_matches_and_restores_threads(data, monk
     with torch.no_grad():
         one = model.net_(*model._inputs(X, np.arange(len(X)), torch.device("cpu")))
     np.testing.assert_allclose(direct.numpy(), one.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_subset_keeps_each_programs_store_rows_in_the_order_asked():
+    """ProgramBatch.subset (index array with repeats, boolean mask, empty) gathers each program's own
+    per-store rows, including programs without any, and its pack-sum matches the whole batch's."""
+    rng = np.random.default_rng(0)
+    progs = [rng.random((int(rng.integers(0, 5)), N_STORE_FEATS)).astype(np.float32) for _ in range(40)]
+    batch = ProgramBatch.from_programs(progs)
+    for idx in (np.array([3, 1, 7, 7, 0]), rng.random(40) < 0.3, np.array([], np.int64)):
+        part = batch.subset(idx)
+        picked = np.nonzero(idx)[0] if idx.dtype == bool else idx
+        assert len(part) == len(picked)
+        for j, i in enumerate(picked):
+            np.testing.assert_array_equal(part.store_feats[part.offsets[j]:part.offsets[j + 1]], progs[i])
+        np.testing.assert_allclose(part.packsum(), batch.packsum()[picked], rtol=1e-6)

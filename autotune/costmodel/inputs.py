@@ -140,12 +140,10 @@ class ProgramBatch:
     def subset(self, idx) -> ProgramBatch:
         idx = np.asarray(idx)
         idx = np.nonzero(idx)[0] if idx.dtype == bool else idx.astype(np.int64)
-        starts, ends = self.offsets[idx], self.offsets[idx + 1]
-        sizes = ends - starts
+        rows, _ = self.store_rows(idx)
+        sizes = self.offsets[idx + 1] - self.offsets[idx]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        rows = np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1])
-        return ProgramBatch(self.kinds[idx], self.numeric[idx], self.lengths[idx],
-                            self.store_feats[rows], offsets)
+        return ProgramBatch(self.kinds[idx], self.numeric[idx], self.lengths[idx], rows, offsets)
 
     @classmethod
     def from_programs(cls, per_program: list[np.ndarray]) -> ProgramBatch:
