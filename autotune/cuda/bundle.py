@@ -240,11 +240,11 @@ def _write_bundle_files(args, chosen: dict, tj: dict, tasks: list[dict], rows: l
     }
     with open(os.path.join(args.out, "bundle.json"), "w", encoding="utf-8") as f:
         json.dump(info, f, indent=2)
-    logger.info("bundle %s: %d programs (%d built) over %d tasks, %.1f MB", args.out, info["programs"],
-                info["built"], info["tasks"], size_mb)
-    if size_mb > MAX_BUNDLE_MB:
-        logger.warning("bundle is %.0f MB: over the %d MB a device call carries; use fewer programs",
-                       size_mb, MAX_BUNDLE_MB)
+    # kernels pack ~8x smaller (measured: 189 sm_90 kernels, 12.2 MB -> 1.45 MB of .tar.xz): the packed size is
+    # what a device call carries, and `pack` refuses an archive over MAX_BUNDLE_MB
+    logger.info("bundle %s: %d programs (%d built) over %d tasks, %.1f MB unpacked (`pack` checks the %d MB "
+                "a device call carries)", args.out, info["programs"], info["built"], info["tasks"], size_mb,
+                MAX_BUNDLE_MB)
 
 
 def _find_cudart() -> str | None:
