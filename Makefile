@@ -71,8 +71,13 @@ collect-transfer: setup
 # (carry gpu_bundle.tar.xz; it brings its own tvm_ffi wheel and TVM runtime libraries) run
 #   python3 -m autotune.cuda.measure gpu_bundle.tar.xz --out $$OUT --time-limit 480
 # then: $(PY) -m autotune.cuda.bundle ingest gpu_bundle RESULTS.jsonl --out datasets/cuda-sm_90
+# CUDA programs for a lent GPU: 16 per held-out-model task (target test set), then up to 6 per other task
+# (target training data for transfer) for GPU_BUNDLE_TRAIN_S seconds; resumable (rerun continues)
+GPU_BUNDLE_TRAIN_S ?= 2100
 gpu-bundle: setup
 	$(PY) -m autotune.cuda.bundle build --tasks-from $(DATASET) --programs-per-task 16 --out gpu_bundle
+	$(PY) -m autotune.cuda.bundle build --tasks-from $(DATASET) --only-models '' --programs-per-task 6 \
+		--time-limit $(GPU_BUNDLE_TRAIN_S) --out gpu_bundle
 	$(PY) -m autotune.cuda.bundle pack gpu_bundle
 
 features: setup

@@ -60,7 +60,8 @@ def test_ingest_timings_into_a_dataset(bundle, tmp_path, cli):
     programs = [json.loads(line) for line in (bundle / "programs.jsonl").read_text().splitlines()]
     built = [p for p in programs if p["status"] == "ok"]
     results = tmp_path / "results.jsonl"
-    lines = [{"kind": "device", "device": {"gpu": "NVIDIA H200", "capability": [9, 0]}, "versions": {}}]
+    lines = [{"kind": "device", "device": {"gpu": "NVIDIA H200", "capability": [9, 0]},
+              "versions": {"python": "3.12.3", "torch": "2.11.0+cu130"}}]
     lines += [{"kind": "program", "id": p["id"], "status": "ok", "run_secs": [1e-5 * (i + 1)] * 3, "error": ""}
               for i, p in enumerate(built[:-1])]
     lines += [{"kind": "program", "id": built[-1]["id"], "status": "run_error", "run_secs": [], "error": "boom"}]
@@ -75,6 +76,9 @@ def test_ingest_timings_into_a_dataset(bundle, tmp_path, cli):
     assert table.column("status").to_pylist().count("ok") == len(built) - 1
     manifest = read_manifest(str(out))
     assert manifest["hardware"]["host"]["gpu"] == "NVIDIA H200"
+    built_with = json.loads((bundle / "bundle.json").read_text())["versions"]
+    assert manifest["hardware"]["versions"] == built_with  # the build side's, not mixed with the device's
+    assert manifest["hardware"]["device_versions"] == {"python": "3.12.3", "torch": "2.11.0+cu130"}
     res = cli("autotune.cuda.bundle", "ingest", str(bundle), str(tmp_path / "missing.jsonl"), "--out", str(out))
     assert res.returncode == 2 and "missing.jsonl" in res.stderr
 

@@ -328,7 +328,8 @@ def ingest(args) -> int:
         raise UserError(f"{args.results}: {len(unknown)} programs (e.g. {unknown[0]}) are not in {args.bundle}")
     hw_id = f"cuda-{info['arch']}"
     fingerprint = {"hardware_id": hw_id, "target": info["target"], "host": header["device"],
-                   "measured_via": "gpu_bundle", "versions": {**info["versions"], **header.get("versions", {})},
+                   "measured_via": "gpu_bundle", "versions": info["versions"],  # where it was compiled
+                   "device_versions": header.get("versions", {}),  # where it was timed
                    "bundle": {"created": info["created"], "compiler": info["compiler"]}}
     writer = DatasetWriter(args.out, fingerprint)
     have = set()

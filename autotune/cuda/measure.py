@@ -232,7 +232,7 @@ def main(argv=None) -> int:
         if not prior or args.dry_run:
             dev = device_info(torch) if torch is not None else {"gpu": None, "dry_run": True}
             f.write(json.dumps({"kind": "device", "device": dev, "bundle": info.get("created"),
-                                "versions": {"tvm_ffi": tvm_ffi.__version__,
+                                "versions": {"python": platform.python_version(), "tvm_ffi": tvm_ffi.__version__,
                                              "torch": torch.__version__ if torch else None},
                                 "timestamp": time.time()}) + "\n")
         for prog in (p for p in programs if p["id"] not in done):
