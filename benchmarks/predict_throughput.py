@@ -94,11 +94,7 @@ def _main(args) -> int:
     arms = {}
     for kind in kinds:
         model = load(os.path.join(folder, kind))
-        if hasattr(model, "num_threads"):
-            model.num_threads = args.threads
-        if hasattr(model, "nthread"):
-            model.nthread = args.threads
-            model.booster_.set_param({"nthread": args.threads})
+        model.set_threads(args.threads)
         arms[kind] = (model, contextlib.nullcontext)
         if kind == "seq":
             arms["seq[no workers]"] = (model, no_workers)

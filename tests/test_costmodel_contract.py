@@ -111,3 +111,21 @@ def test_corrupt_model_file_names_the_path(data, tmp_path):
         load(path)
     with pytest.raises(ModelFileError, match="not found"):
         load(str(tmp_path / "nothing"))
+
+
+@pytest.mark.parametrize("kind", ["xgb", "ms-xgb", "ms-mlp"])
+def test_set_threads_reaches_a_loaded_model(kind, data, tmp_path):
+    """A model saved with 2 threads and loaded runs on the count set afterwards: the params and, for
+    XGBoost, the booster itself (whose own nthread is what predict uses); predictions unchanged."""
+    batch, lat, groups = data
+    model = create(kind, **QUICK.get(kind, {})).fit(batch, normalized_throughput(lat, groups), groups)
+    model.save(str(tmp_path / "m"))
+    loaded = load(str(tmp_path / "m"))
+    before = loaded.predict(batch)
+    name = "nthread" if "xgb" in kind else "num_threads"
+    assert getattr(loaded, name) == 2
+    assert loaded.set_threads(1) is loaded and getattr(loaded, name) == 1
+    if "xgb" in kind:
+        config = json.loads(loaded.booster_.save_config())
+        assert config["learner"]["generic_param"]["nthread"] == "1"
+    np.testing.assert_array_equal(loaded.predict(batch), before)

@@ -58,6 +58,14 @@ class CostModel(ABC):
     def get_params(self) -> dict:
         return {k: getattr(self, k) for k in self._param_names()}
 
+    def set_threads(self, n: int) -> CostModel:
+        """Threads for later fits and predictions (a loaded model keeps the count it was saved with,
+        e.g. 2 for the search; an experiment running jobs side by side wants 1)."""
+        for name in ("num_threads", "nthread"):
+            if name in self._param_names():
+                setattr(self, name, int(n))
+        return self
+
     @property
     def is_fitted(self) -> bool:
         return getattr(self, "fitted_", False)

@@ -32,6 +32,12 @@ class _XGBBase(CostModel):
         self.booster_.save_model(os.path.join(path, "model.ubj"))
         return {"weights": "model.ubj"}
 
+    def set_threads(self, n: int) -> CostModel:
+        super().set_threads(n)
+        if getattr(self, "booster_", None) is not None:
+            self.booster_.set_param({"nthread": self.nthread})
+        return self
+
     def _restore(self, path: str, state: dict) -> None:
         booster = xgb.Booster()
         booster.load_model(os.path.join(path, state.get("weights", "model.ubj")))

@@ -78,11 +78,7 @@ def method_params(kind: str, method: str, quick: bool) -> dict:
 
 def single_thread(model) -> None:
     """Inference and training of a loaded model on one thread (its saved params may say 2)."""
-    if hasattr(model, "num_threads"):
-        model.num_threads = 1
-    if hasattr(model, "nthread"):
-        model.nthread = 1
-        model.booster_.set_param({"nthread": 1})
+    model.set_threads(1)
 
 
 def source_model(kind: str, src, models_dir: str, out: str, quick: bool, held: list[str], log):
