@@ -134,6 +134,7 @@ def test_results_file_torn_tail_resumes_and_mid_file_corruption_is_one_line(bund
 
 
 @needs_nvcc
+@pytest.mark.slow  # a builder start (~9 s): make test stays under its 10 minutes
 def test_time_limit_finishes_the_bundle_without_new_tasks(bundle, tmp_path, cli):
     """--time-limit 0 on a resumed bundle asking for more programs per task builds nothing and still
     writes bundle.json (so it can be packed); a negative limit is refused in one line."""
