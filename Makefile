@@ -67,12 +67,12 @@ collect-transfer: setup
 	$(PY) -m autotune.collect --out datasets/cpu-x86-64-v2-1c --target '{"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 1}' \
 		--same-tasks-as $(DATASET) --programs-per-task 32 --pass-size 16
 
-# CUDA data for a lent GPU: compile sm_90 programs here (no GPU needed), pack them; on the GPU machine
-# (carry gpu_bundle.tar.xz; it brings its own tvm_ffi wheel and TVM runtime libraries) run
-#   python3 -m autotune.cuda.measure gpu_bundle.tar.xz --out $$OUT --time-limit 480
+# CUDA data for a lent GPU: compile sm_90 programs here (no GPU needed) — 16 per held-out-model task (the
+# target's test set), then up to 6 per other task (training data for transfer) for GPU_BUNDLE_TRAIN_S
+# seconds; resumable (rerun continues) — and pack them; on the GPU machine (carry gpu_bundle.tar.xz; it
+# brings its own tvm_ffi wheel and TVM runtime libraries) run
+#   python3 -m autotune.cuda.measure gpu_bundle.tar.xz --out $$OUT --time-limit 420
 # then: $(PY) -m autotune.cuda.bundle ingest gpu_bundle RESULTS.jsonl --out datasets/cuda-sm_90
-# CUDA programs for a lent GPU: 16 per held-out-model task (target test set), then up to 6 per other task
-# (target training data for transfer) for GPU_BUNDLE_TRAIN_S seconds; resumable (rerun continues)
 GPU_BUNDLE_TRAIN_S ?= 2100
 gpu-bundle: setup
 	$(PY) -m autotune.cuda.bundle build --tasks-from $(DATASET) --programs-per-task 16 --out gpu_bundle

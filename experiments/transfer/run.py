@@ -76,11 +76,6 @@ def method_params(kind: str, method: str, quick: bool) -> dict:
     return params
 
 
-def single_thread(model) -> None:
-    """Inference and training of a loaded model on one thread (its saved params may say 2)."""
-    model.set_threads(1)
-
-
 def source_model(kind: str, src, models_dir: str, out: str, quick: bool, held: list[str], log):
     """The shipped source model (models/<hw>/<kind>) or, if there is none (or --quick), one trained
     here on the source's training tasks and kept under <out>/sources/."""
@@ -98,7 +93,7 @@ def source_model(kind: str, src, models_dir: str, out: str, quick: bool, held: l
         if meta.get("dataset_manifest_sha256") != src.manifest_sha256:  # e.g. task weights recomputed since
             log(f"note: {shipped} was trained on an earlier manifest of {src.path} (rows may be the same)")
         model = load(shipped)
-        single_thread(model)
+        model.set_threads(1)  # one thread per job (its saved params may say 2)
         return model, shipped
     path = os.path.join(out, "sources", src.hardware_id, kind)
     if os.path.exists(os.path.join(path, "model.json")):
@@ -109,7 +104,7 @@ def source_model(kind: str, src, models_dir: str, out: str, quick: bool, held: l
         threads = {"num_threads": 1} if "num_threads" in create(kind).get_params() else {"nthread": 1}
         model = create(kind, **params, **threads).fit(src.train.batch, src.train.y, src.train.groups)
         model.save(path)
-    single_thread(model)
+    model.set_threads(1)
     return model, path
 
 
