@@ -128,6 +128,14 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     assert summary["ms-mlp+lr+nhwc"]["speedup_time_vs_stock"] == 2.0
     assert summary["ms-mlp+lr+nhwc+first4"]["speedup_trials_vs_stock"] == 4.0
     assert abs(summary["ms-mlp+lr+nhwc"]["final_ratio_vs_stock"] - 0.5) < 1e-12
+    # "≥ 2x fewer trials than pretrained MS-MLP": +first4 needs 10 records where ms-mlp+lr+nhwc needs 20
+    full = rb.summarize(runs)
+    assert rb.mlp_arm("ms-mlp+lr+nhwc+first4") == "ms-mlp+lr+nhwc" and rb.mlp_arm("stock-ms+lr") is None
+    assert abs(rb.trials_vs_mlp(full, "ms-mlp+lr+nhwc+first4") - 2.0) < 1e-12
+    assert rb.trials_vs_mlp(full, "ms-mlp+lr+nhwc") == 1.0 and rb.trials_vs_mlp(full, "stock-ms+lr+nhwc") == "-"
+    assert rb.trials_vs_mlp(rb.summarize(runs[:1] + runs[2:]), "ms-mlp+lr+nhwc+first4") == "ms-mlp+lr+nhwc not run on every model"
+    row = next(x for x in rb.done_when_lines(full) if x.startswith("| ms-mlp+lr+nhwc+first4 |"))
+    assert row.endswith("| 2.00x | no |")  # 4x trials < 5x: not met
     lines = rb.sittings_lines(runs)
     assert lines[-1] == ("- m seed 0: timed in 2 sittings, {ms-mlp+lr+nhwc, stock-ms} | "
                          "{ms-mlp+lr+nhwc+first4, stock-ms+lr+nhwc}")
