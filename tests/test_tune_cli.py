@@ -95,6 +95,7 @@ def _check_resume_grouping(wd: str, n_tasks: int) -> None:
     assert {k: len(v) for k, v in records_by_workload(database).items()} == expected
 
 
+@pytest.mark.slow  # ~41 s; make test keeps test_tune_tiny_end_to_end, CI runs this with the kill batteries
 def test_resume_after_kill_measures_nothing_twice(tmp_path):
     """Killed mid-run (SIGKILL, a torn last line left behind), the resumed run finishes the budget. And it
     measures nothing twice: MetaSchedule's search only remembers what it measured itself, so resumed with the
