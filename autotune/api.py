@@ -14,6 +14,7 @@ import time
 import torch
 
 from autotune.frontend.models import LoadedModel
+from autotune.tuning.config import FIRST_ROUND_TRIALS_DEFAULT
 
 
 class CompiledModel:
@@ -69,14 +70,15 @@ def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm
 
 def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", trials: int, work_dir: str,
                seed: int = 0, num_threads: int | None = None, trials_per_round: int = 16,
-               cost_model: str = "auto", online_update: str = "finetune",
+               first_round_trials: int | None = FIRST_ROUND_TRIALS_DEFAULT, cost_model: str = "auto", online_update: str = "finetune",
                layout_rewrite: str = "auto", conv_layout: str = "auto") -> CompiledModel:
     """Tune with MetaSchedule (our loop: pooled builder, resume from ``work_dir``) and compile.
 
     ``cost_model`` / ``online_update``: as the CLI's ``--cost-model`` / ``--online-update``
     (``autotune.tuning.costmodels``); ``tm.cost_model_used`` says what was used. ``layout_rewrite``: as the
     CLI's ``--layout-rewrite`` (auto: as ``work_dir``'s database was tuned, else the target's default);
-    ``conv_layout`` as ``--conv-layout``, the same way."""
+    ``conv_layout`` as ``--conv-layout``, the same way; ``first_round_trials`` as ``--first-round-trials``
+    (None: a whole round)."""
     from autotune.frontend import relax as fe
     from autotune.tuning.config import SearchConfig, TuneConfig, resolve_conv_layout, resolve_layout_rewrite
     from autotune.tuning.costmodels import resolve
@@ -86,7 +88,8 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
 
     config = TuneConfig(model=type(model).__name__, target=target, trials=trials, work_dir=work_dir, seed=seed,
                         cost_model=cost_model, online_update=online_update, num_cores=num_threads,
-                        search=SearchConfig(num_trials_per_iter=trials_per_round), layout_rewrite=layout_rewrite,
+                        search=SearchConfig(num_trials_per_iter=trials_per_round, first_round_trials=first_round_trials),
+                        layout_rewrite=layout_rewrite,
                         conv_layout=conv_layout)
     tgt, _, mod = _prepare(model, example_inputs, config.target, config.num_cores)
     resolved = resolve(config.cost_model, tgt, online=config.online_update,

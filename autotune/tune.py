@@ -23,6 +23,7 @@ from autotune.cli import run_main, setup_logging, write_json  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 from autotune.lock import FolderLock  # noqa: E402
 from autotune.tuning.config import (  # noqa: E402
+    FIRST_ROUND_TRIALS_DEFAULT,
     RPCAddress,
     SearchConfig,
     TuneConfig,
@@ -46,9 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=400, help="total measured trials (all runs together)")
     p.add_argument("--trials-per-task", type=int, default=None, help="cap of trials for any one task")
     p.add_argument("--trials-per-round", type=int, default=16, help="candidates measured per search round")
-    p.add_argument("--first-round-trials", type=int, default=None,
-                   help="candidates measured on a task's first visit (default: --trials-per-round); smaller gets "
-                        "every task a tuned program sooner, the rest of the budget going where the gain is")
+    p.add_argument("--first-round-trials", type=int, default=FIRST_ROUND_TRIALS_DEFAULT,
+                   help=f"candidates measured on a task's first visit (default {FIRST_ROUND_TRIALS_DEFAULT}: every "
+                        f"task gets a tuned program sooner, the rest of the budget going where the gain is; "
+                        f"a value >= --trials-per-round makes the first visit a whole round)")
     p.add_argument("--work-dir", default=None, help="where the database, logs and report go (default runs/<model>)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", default="auto", help=cost_model_help())

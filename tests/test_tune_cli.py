@@ -228,8 +228,14 @@ def test_first_round_trials_caps_only_a_tasks_first_visit():
         return [run._cap(s) for s in run.states]
 
     # 96 left over 2 untouched tasks: a first visit may take 48 (the round then measures 16) unless capped
-    assert caps(SearchConfig()) == [32, 32, 32]
+    assert caps(SearchConfig()) == [32, 32, 32]  # None: a whole round (collection, the strategy tests)
     assert caps(SearchConfig(first_round_trials=4)) == [4, 4, 32]  # later visits are not capped
+    # the CLI's default follows the real-budget evidence (FIRST_ROUND_TRIALS_DEFAULT, 4); 16 = whole rounds
+    from autotune.tune import build_parser, config_from_args
+
+    assert config_from_args(build_parser().parse_args(["--model", "tiny"])).search.first_round_trials == 4
+    flags = ["--model", "tiny", "--first-round-trials", "16"]
+    assert caps(config_from_args(build_parser().parse_args(flags)).search) == [16, 16, 32]
     with pytest.raises(UserError, match="--first-round-trials"):
         SearchConfig(first_round_trials=0)
 

@@ -134,6 +134,9 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     assert abs(rb.trials_vs_mlp(full, "ms-mlp+lr+nhwc+first4") - 2.0) < 1e-12
     assert rb.trials_vs_mlp(full, "ms-mlp+lr+nhwc") == 1.0 and rb.trials_vs_mlp(full, "stock-ms+lr+nhwc") == "-"
     assert rb.trials_vs_mlp(rb.summarize(runs[:1] + runs[2:]), "ms-mlp+lr+nhwc+first4") == "ms-mlp+lr+nhwc not run on every model"
+    # arms keep their first rounds whatever the CLI's default: whole (16) unless +firstN
+    first = lambda arm: rb.arm_command(arm, "m", 0, "wd", 32, 64)[-1]  # noqa: E731
+    assert first("ms-mlp+lr+nhwc") == "16" and first("ms-mlp+lr+nhwc+first4") == "4"
     row = next(x for x in rb.done_when_lines(full) if x.startswith("| ms-mlp+lr+nhwc+first4 |"))
     assert row.endswith("| 2.00x | no |")  # 4x trials < 5x: not met
     lines = rb.sittings_lines(runs)

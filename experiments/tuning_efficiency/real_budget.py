@@ -23,7 +23,8 @@ after one trial and its share goes to the other tasks. Arms:
   stock: the same ``autotune.frontend.relax.convert_conv_layout`` before its ``tune_relax``); every other arm
   runs with ``--conv-layout nchw``, the models' own layout. The budget stays 32 x the NCHW task count.
 - ``+firstN`` on an autotune arm: ``--first-round-trials N`` (a task's first visit measures N candidates, not
-  a whole round of 16: every task has a tuned program after N x tasks trials).
+  a whole round of 16: every task has a tuned program after N x tasks trials). Arms without it pass
+  ``--first-round-trials 16`` (whole rounds, as they were run before 4 became the CLI's default).
 Arm syntax: ``stock-ms[+lr][+nhwc]`` or ``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc][+firstN]``; the table's "cost model used" column says
 what each run really used (from its report.json).
 Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget, and the snapshots of all arms
@@ -111,7 +112,8 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
             *(["--batch-selection", selection] if selection else []), "--trials", str(budget),
             "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
             "--layout-rewrite", "on" if layout_rewrite else "off", "--conv-layout", conv_layout,
-            *(["--first-round-trials", str(first_round)] if first_round else [])]
+            # an arm without +firstN keeps whole first rounds (16), whatever the CLI's default
+            "--first-round-trials", str(first_round or 16)]
 
 
 def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_task: int, start: bool) -> dict:

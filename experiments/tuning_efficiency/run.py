@@ -56,7 +56,7 @@ def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str,
     if not os.path.exists(report_path):  # resumable experiment: finished runs are kept
         cmd = [sys.executable, "-m", "autotune.tune", "--model", model, "--trials", str(trials),
                *arm_flags(cost_model), "--seed", str(seed), "--work-dir", wd, "--skip-untuned",
-               "--bench-rounds", "3", *extra]
+               "--bench-rounds", "3", "--first-round-trials", "16", *extra]  # whole rounds, as its results were made
         print(f"{time.strftime('%H:%M:%S')} {model} {cost_model} seed {seed}: {' '.join(cmd[1:])}", flush=True)
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if res.returncode != 0:
