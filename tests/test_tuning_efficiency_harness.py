@@ -139,6 +139,12 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     assert first("ms-mlp+lr+nhwc") == "16" and first("ms-mlp+lr+nhwc+first4") == "4"
     row = next(x for x in rb.done_when_lines(full) if x.startswith("| ms-mlp+lr+nhwc+first4 |"))
     assert row.endswith("| 2.00x | no |")  # 4x trials < 5x: not met
+    # beside the claims: +first4 never reaches MS-MLP's final 20 ms (ends at 22); 20/22; stock's final at 5 of 20 s
+    claims = [x for x in rb.claims_lines(runs, full) if x.startswith("| ms-mlp+lr+nhwc+first4 |")]
+    assert claims == ["| ms-mlp+lr+nhwc+first4 | ms-mlp+lr+nhwc | 1 | not reached on every model | "
+                      "not reached on every model | 0.909x | 4.00x |"]
+    rb.plot_curves(runs, str(tmp_path / "curves.png"))
+    assert (tmp_path / "curves.png").stat().st_size > 1000
     lines = rb.sittings_lines(runs)
     assert lines[-1] == ("- m seed 0: timed in 2 sittings, {ms-mlp+lr+nhwc, stock-ms} | "
                          "{ms-mlp+lr+nhwc+first4, stock-ms+lr+nhwc}")
