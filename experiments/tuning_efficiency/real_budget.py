@@ -55,6 +55,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
 from autotune.cli import loadavg, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
@@ -292,6 +293,10 @@ def _geo(values: list) -> float | None:
 SEEDS_REQUIRED = 2  # the protocol: >= 2 seeds of every held-out model
 
 
+def _show(value: float | None, fmt: str = "{:.2f}x") -> str:
+    return "not reached on every model" if value is None else fmt.format(value)
+
+
 def mlp_arm(arm: str) -> str | None:
     """The pretrained MS-MLP arm (TCL's baseline) with ``arm``'s layout settings: what "≥ 2x fewer trials
     than pretrained MS-MLP" compares ``arm`` with. None for stock MetaSchedule and for that arm itself."""
@@ -353,9 +358,8 @@ def done_when_lines(summary: dict, baseline: str = "stock-ms", only=None) -> lis
         ran = {m for m, per in summary.items() if arm in per and baseline in per}
         complete = set(HELD_OUT_MODELS) <= ran and min(r["seeds"] for r in rows) >= SEEDS_REQUIRED
         verdict = ("yes" if complete else "on track (incomplete)") if met else "no"
-        show = lambda v, f: "not reached on every model" if v is None else f.format(v)  # noqa: E731
-        lines.append(f"| {arm} | {len(rows)} | {min(r['seeds'] for r in rows)} | {show(tr, '{:.2f}x')} | "
-                     f"{show(tm, '{:.2f}x')} | {show(fin, '{:.3f}')} | "
+        lines.append(f"| {arm} | {len(rows)} | {min(r['seeds'] for r in rows)} | {_show(tr)} | "
+                     f"{_show(tm)} | {_show(fin, '{:.3f}')} | "
                      f"{f'{vs_mlp:.2f}x' if isinstance(vs_mlp, float) else vs_mlp} | {verdict} |")
     return lines
 
@@ -377,12 +381,11 @@ def claims_lines(runs: list[dict], summary: dict) -> list[str]:
         per = [v[arm] for v in vs.values() if arm in v and ref in v]
         if not per:
             continue
-        show = lambda v, f="{:.2f}x": "not reached on every model" if v is None else f.format(v)  # noqa: E731
         fin = _geo([r["final_ratio_vs_stock"] for r in per])
         stock_time = _geo([v[arm]["speedup_time_vs_stock"] for v in summary.values() if arm in v and "stock-ms" in v])
-        rows.append(f"| {arm} | {ref} | {len(per)} | {show(_geo([r['speedup_trials_vs_stock'] for r in per]))} | "
-                    f"{show(_geo([r['speedup_time_vs_stock'] for r in per]))} | "
-                    f"{'-' if fin is None else f'{1 / fin:.3f}x'} | {show(stock_time)} |")
+        rows.append(f"| {arm} | {ref} | {len(per)} | {_show(_geo([r['speedup_trials_vs_stock'] for r in per]))} | "
+                    f"{_show(_geo([r['speedup_time_vs_stock'] for r in per]))} | "
+                    f"{'-' if fin is None else f'{1 / fin:.3f}x'} | {_show(stock_time)} |")
     if not rows:
         return []
     return ["", "Beside the field's claims (their baselines and hardware, our arm against the matching one here; "
@@ -398,31 +401,21 @@ def claims_lines(runs: list[dict], summary: dict) -> list[str]:
 
 def plot_curves(runs: list[dict], path: str) -> None:
     """Compiled latency at each snapshot vs trials and vs tuning wall time, one line per arm and seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from run import plot_latency_panels  # experiments/tuning_efficiency/run.py
 
     ok = [r for r in runs if "failed" not in r]
-    models = sorted({r["model"] for r in ok})
-    if not models:
+    if not ok:
         return
-    arms = sorted({r["arm"] for r in ok})
-    colors = {a: plt.get_cmap("tab10")(i % 10) for i, a in enumerate(arms)}
-    fig, axes = plt.subplots(len(models), 2, figsize=(11, 3.3 * len(models)), squeeze=False)
-    for i, model in enumerate(models):
-        for r in sorted((r for r in ok if r["model"] == model), key=lambda r: (r["arm"], r["seed"])):
-            snaps = r["snapshots"]
-            style = dict(color=colors[r["arm"]], marker="o", markersize=3, alpha=0.85,
-                         linestyle=("-", "--", ":", "-.")[r["seed"] % 4], label=f"{r['arm']} s{r['seed']}")
-            axes[i][0].plot([s["records"] for s in snaps], [s["latency_ms"] for s in snaps], **style)
-            axes[i][1].plot([s["elapsed_s"] for s in snaps], [s["latency_ms"] for s in snaps], **style)
-        axes[i][0].set(title=f"{model}: compiled latency vs trials", xlabel="trials", ylabel="ms", yscale="log")
-        axes[i][1].set(title=f"{model}: vs tuning wall time", xlabel="s", ylabel="ms", yscale="log")
-        axes[i][0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    color = {a: f"C{i % 10}" for i, a in enumerate(sorted({r["arm"] for r in ok}))}
+    series: dict = {}
+    for r in sorted(ok, key=lambda r: (r["arm"], r["seed"])):
+        snaps = r["snapshots"]
+        style = dict(color=color[r["arm"]], marker="o", markersize=3, alpha=0.85,
+                     linestyle=("-", "--", ":", "-.")[r["seed"] % 4])
+        series.setdefault(r["model"], []).append((f"{r['arm']} s{r['seed']}", [s["records"] for s in snaps],
+                                                  [s["elapsed_s"] for s in snaps],
+                                                  [s["latency_ms"] for s in snaps], style))
+    plot_latency_panels(series, path, "compiled latency", row_size=(11, 3.3), dpi=90)
 
 
 def same_layout(arm: str, baseline: str) -> bool:
@@ -453,7 +446,9 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
     lines += done_when_lines(summary)
     for base, summ in (fair or {}).items():  # stock MetaSchedule with the same layouts as the arms compared
         lines += done_when_lines(summ, base, only=lambda a, b=base: same_layout(a, b))
-    if any(r["arm"].startswith("stock-ms") for r in runs) and meta["trials_per_task"] <= 64:
+    from stock_ms import NUM_TRIALS_PER_ITER
+
+    if any(r["arm"].startswith("stock-ms") for r in runs) and meta["trials_per_task"] <= NUM_TRIALS_PER_ITER:
         lines += ["", f"How stock MetaSchedule spends this budget: its `num_trials_per_iter` is capped at the "
                   f"{meta['trials_per_task']} trials per task (stock_ms.py), and its gradient task scheduler first "
                   "visits every task once in a round-robin pass, joining (measuring into the database and updating "
@@ -477,7 +472,6 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
 
 def _check_args(args) -> None:
     """Bad flags: one line naming what is wrong and what is accepted (run_main: exit 2)."""
-    sys.path.insert(0, HERE)
     from run import _check_args as check_models_and_seeds  # experiments/tuning_efficiency/run.py
 
     from autotune.costmodel.online import ONLINE_UPDATES

@@ -189,25 +189,34 @@ def summarize(runs: list[dict], baselines=("ms-xgb", "ms-mlp")) -> dict:
     return out
 
 
-def plot(runs: list[dict], path: str) -> None:
+def plot_latency_panels(series: dict, path: str, what: str, row_size=(10, 3.2), dpi: int = 100) -> None:
+    """Two panels per model, latency vs trials and vs tuning wall time (log scale), one line per entry of
+    ``series`` = {model: [(label, trials, seconds, latency_ms, plot keywords), ...]} (also real_budget.py's)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = sorted({r["model"] for r in runs if "failed" not in r})
-    fig, axes = plt.subplots(len(models), 2, figsize=(10, 3.2 * len(models)), squeeze=False)
+    models = sorted(series)
+    fig, axes = plt.subplots(len(models), 2, figsize=(row_size[0], row_size[1] * len(models)), squeeze=False)
     for i, model in enumerate(models):
-        for r in [r for r in runs if r["model"] == model and "failed" not in r]:
-            label = f"{r['cost_model']} s{r['seed']}"
-            axes[i][0].plot(r["trials"], r["curve_ms"], label=label, alpha=0.8)
-            axes[i][1].plot(r["elapsed_s"], r["curve_ms"], label=label, alpha=0.8)
-        axes[i][0].set(title=f"{model}: est. latency vs trials", xlabel="trials", ylabel="ms", yscale="log")
+        for label, trials, seconds, ms, style in series[model]:
+            axes[i][0].plot(trials, ms, label=label, **style)
+            axes[i][1].plot(seconds, ms, label=label, **style)
+        axes[i][0].set(title=f"{model}: {what} vs trials", xlabel="trials", ylabel="ms", yscale="log")
         axes[i][1].set(title=f"{model}: vs tuning wall time", xlabel="s", ylabel="ms", yscale="log")
         axes[i][0].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
+
+
+def plot(runs: list[dict], path: str) -> None:
+    series: dict = {}
+    for r in (r for r in runs if "failed" not in r):
+        series.setdefault(r["model"], []).append((f"{r['cost_model']} s{r['seed']}", r["trials"], r["elapsed_s"],
+                                                  r["curve_ms"], {"alpha": 0.8}))
+    plot_latency_panels(series, path, "est. latency")
 
 
 def markdown(summary: dict, meta: dict) -> str:

@@ -51,7 +51,11 @@ def _time_log(history: list, t0: float):
     return TimeLog()
 
 
-def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int, num_trials_per_iter: int = 64,
+NUM_TRIALS_PER_ITER = 64  # tune_relax's default candidates per task per iteration (capped at the per-task budget)
+
+
+def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int,
+              num_trials_per_iter: int = NUM_TRIALS_PER_ITER,
               batch_size: int = 1, layout_rewrite: bool = False, conv_layout: str = "nchw") -> dict:
     from autotune.tvmrt.startup import fast_start, worker_initializer_llvm
 
