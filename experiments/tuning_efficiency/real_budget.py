@@ -57,6 +57,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
+from snapshots import MIN_SITTINGS  # noqa: E402  (beside this file)
+
 from autotune.cli import loadavg, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
@@ -157,6 +159,34 @@ def snapshot_group(states: list[dict], model: str, rounds: int) -> str | None:
     return None
 
 
+def sitting_count(kept: str) -> int:
+    """Sittings recorded in a kept snapshots.json (0 for a file written before sittings were recorded: the
+    protocol's sittings start afresh there)."""
+    with open(os.path.join(kept, "snapshots.json"), encoding="utf-8") as f:
+        return len(json.load(f).get("sittings") or [])
+
+
+def sit_group(model: str, seed: int, arms: list[str], args, k: int) -> str | None:
+    """Sitting ``k`` of one group: when any of its tuned arms has fewer than ``k`` sittings, time the snapshots
+    of all its arms whose work dirs are here together (one snapshots.py call) and keep the result. The kept
+    snapshots.json is copied into the work dir first, so the committed sittings are the ones added to."""
+    keep = os.path.join(args.out, args.hardware, "runs")
+    root = os.path.join(args.work_root, args.hardware)
+    states = []
+    for arm in arms:
+        rel = os.path.join(model, arm_dir(arm), f"seed{seed}")
+        kept, wd = os.path.join(keep, rel), os.path.join(root, rel)
+        if all(os.path.exists(os.path.join(kept, n)) for n in ("report.json", "snapshots.json")) and \
+                os.path.exists(os.path.join(wd, "database_tuning_record.json")):
+            states.append({"arm": arm, "seed": seed, "kept": kept, "wd": wd, "state": "tuned",
+                           "n": sitting_count(kept)})
+    if not states or min(s["n"] for s in states) >= k:
+        return None
+    for s in states:
+        shutil.copyfile(os.path.join(s["kept"], "snapshots.json"), os.path.join(s["wd"], "snapshots.json"))
+    return snapshot_group(states, model, args.rounds)
+
+
 def run_group(model: str, seed: int, arms: list[str], args) -> list[dict]:
     """All arms of one model and seed: tune each, then time their snapshots side by side. An arm whose
     snapshots were timed in an earlier sitting keeps them (its group is then timed without it)."""
@@ -215,6 +245,7 @@ def _result(arm: str, model: str, seed: int, folder: str) -> dict:
     return {"model": model, "arm": arm, "seed": seed, "snapshots": snaps["snapshots"],
             "wall_s": (report.get("wall_s") or {}).get("tuning"), "loadavg": report.get("loadavg_end") or report.get("loadavg"),
             "cost_model_used": report.get("cost_model_used"), "hardware_id": report.get("hardware_id"),
+            "sittings": len(snaps.get("sittings") or [None]),  # a file from before sittings were recorded: one
             # arm folders timed in the same snapshots.py call ("../<arm>/seedN"; its own folder is "seedN")
             "timed_with": sorted({p.split("/")[1] for p in snaps.get("timed_with", []) if p.startswith("../")}
                                  | {arm_dir(arm)})}
@@ -226,19 +257,23 @@ def arm_dir(arm: str) -> str:
 
 
 def sittings_lines(runs: list[dict]) -> list[str]:
-    """Per (model, seed) whose arms were timed in more than one sitting (one snapshots.py call each): which arms
-    were timed together. Latencies compare best within a sitting; across sittings the machine's state differs."""
+    """Per (model, seed): how many sittings (snapshots.py calls) each arm's latencies are the median over, and
+    which arms were timed together in the latest. Latencies compare best within a sitting; across sittings the
+    machine's state differs, hence the median over MIN_SITTINGS of them."""
     out = []
     for model, seed in sorted({(r["model"], r["seed"]) for r in runs if "failed" not in r}):
         mine = [r for r in runs if r["model"] == model and r["seed"] == seed and "failed" not in r]
         names = {arm_dir(r["arm"]): r["arm"] for r in mine}
         groups = sorted({tuple(sorted(names[d] for d in r.get("timed_with", []) if d in names)) for r in mine})
-        if len(groups) > 1:
-            out.append(f"- {model} seed {seed}: timed in {len(groups)} sittings, "
-                       + " | ".join("{" + ", ".join(g) + "}" for g in groups))
+        counts = sorted({r.get("sittings", 1) for r in mine})
+        together = ("all arms timed together" if len(groups) == 1 else
+                    "latest timed in " + " | ".join("{" + ", ".join(g) + "}" for g in groups))
+        per = (f"{counts[0]} sitting{'s' * (counts[0] != 1)}" if len(counts) == 1 else
+               ", ".join(f"{r['arm']} {r.get('sittings', 1)}" for r in sorted(mine, key=lambda r: r["arm"])))
+        out.append(f"- {model} seed {seed}: {per}; {together}")
     if out:
-        out = ["", "Arms of one group timed in different sittings (their latencies compare best within a sitting):",
-               *out]
+        out = ["", f"Sittings (each snapshot's latency is the median over sittings of the sitting's median over its "
+                   f"rounds; the protocol wants {MIN_SITTINGS} per group, `--sittings {MIN_SITTINGS}`):", *out]
     return out
 
 
@@ -258,6 +293,8 @@ def summarize(runs: list[dict], baseline: str = "stock-ms") -> dict:
         for arm in sorted({r["arm"] for r in ok if r["model"] == model}):
             mine = {r["seed"]: r for r in ok if r["model"] == model and r["arm"] == arm}
             row = {"seeds": len(mine),
+                   # sittings behind the latencies compared: the fewest of this arm's and its baseline's runs
+                   "sittings": min(r.get("sittings", 1) for r in [*mine.values(), *base.values()]),
                    "final_latency_ms": float(np.mean([r["snapshots"][-1]["latency_ms"] for r in mine.values()])),
                    "wall_s": float(np.mean([r["wall_s"] or np.nan for r in mine.values()]))}
             ratios, tr, tm, paired = [], [], [], []
@@ -337,7 +374,8 @@ def done_when_lines(summary: dict, baseline: str = "stock-ms", only=None) -> lis
     (speedups only where it reached ``baseline``'s final latency on every seed of every model), and the
     trials it saves over pretrained MS-MLP with the same layouts (≥ 2x wanted). "yes" only
     for an arm run on every held-out model (resnet50, mobilenet_v2, bert_base) with >= SEEDS_REQUIRED seeds, whatever
-    the table was restricted to; on less, "on track" says it meets them so far."""
+    the table was restricted to, and every group timed in >= MIN_SITTINGS sittings (latencies: the median over
+    them); on less, "on track" says it meets them so far and "provisional" how many sittings there were."""
     with_base = {m: per for m, per in summary.items() if baseline in per}  # models where the baseline ran
     arms = sorted({a for per in with_base.values() for a in per if a != baseline and (only is None or only(a))})
     if not arms:
@@ -357,7 +395,10 @@ def done_when_lines(summary: dict, baseline: str = "stock-ms", only=None) -> lis
                and isinstance(vs_mlp, float) and vs_mlp >= 2)
         ran = {m for m, per in summary.items() if arm in per and baseline in per}
         complete = set(HELD_OUT_MODELS) <= ran and min(r["seeds"] for r in rows) >= SEEDS_REQUIRED
-        verdict = ("yes" if complete else "on track (incomplete)") if met else "no"
+        sittings = min(r.get("sittings", 1) for r in rows)
+        verdict = ("yes" if complete and sittings >= MIN_SITTINGS else "on track (incomplete)") if met else "no"
+        if sittings < MIN_SITTINGS:
+            verdict += f" (provisional: {sittings} of {MIN_SITTINGS} sittings)"
         lines.append(f"| {arm} | {len(rows)} | {min(r['seeds'] for r in rows)} | {_show(tr)} | "
                      f"{_show(tm)} | {_show(fin, '{:.3f}')} | "
                      f"{f'{vs_mlp:.2f}x' if isinstance(vs_mlp, float) else vs_mlp} | {verdict} |")
@@ -504,6 +545,9 @@ def main(argv=None) -> int:
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--hardware", default=None,
                     help="whose runs (default: this machine's hardware id); tuning only on that machine")
+    ap.add_argument("--sittings", type=int, default=0, metavar="N",
+                    help=f"then time every group's arms together until each has N sittings (the protocol: "
+                         f"{MIN_SITTINGS}; sitting k of every group before sitting k+1 of any)")
     ap.add_argument("--no-tune", action="store_true",
                     help="start no tuning run; time the snapshots of the arms already tuned (end of a sitting)")
     args = ap.parse_args(argv)
@@ -521,10 +565,16 @@ def main(argv=None) -> int:
         args.out = os.path.join(args.work_root, "results")
     meta = {"command": " ".join(["python", "experiments/tuning_efficiency/real_budget.py", *(argv or sys.argv[1:])]),
             "trials_per_task": args.trials_per_task, "loadavg_start": loadavg(), "hardware_id": args.hardware}
-    runs = []
-    for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run compares all arms
-        for model in args.models.split(","):
-            runs += run_group(model, seed, args.arms.split(","), args)
+    groups = [(model, int(seed)) for seed in args.seeds.split(",") for model in args.models.split(",")]
+    runs = [r for model, seed in groups for r in run_group(model, seed, args.arms.split(","), args)]
+    if args.sittings and not args.summarize_only:
+        for k in range(1, args.sittings + 1):  # interleaved: the machine's state drifts between sittings
+            for model, seed in groups:
+                err = sit_group(model, seed, args.arms.split(","), args, k)
+                if err:
+                    print(f"{model} seed {seed}, sitting {k}: {err}", flush=True)
+        args.summarize_only = True  # tabulate what the sittings kept
+        runs = [r for model, seed in groups for r in run_group(model, seed, args.arms.split(","), args)]
     meta["loadavg_end"] = loadavg()
     have = {(r["model"], r["arm"], r["seed"]) for r in runs if "failed" not in r}
     meta["missing"] = [f"{m} {a} seed {k}" for k in (int(x) for x in args.seeds.split(","))

@@ -9,6 +9,13 @@ work dir given (the arms of one model and seed) is timed in alternating rounds i
 snapshot). The wall time at which each
 snapshot's last record was measured comes from the run's report.json history. Writes
 WORK_DIR/snapshots.json for each.
+
+Sittings: one call is one sitting. On this shared VM the same databases timed in two sittings differed by
+10-25 % (bert_base, stop 25), more than the arms differ, so the protocol times every group (the arms of one
+model and seed) in ``MIN_SITTINGS`` sittings and reads each snapshot's latency as the **median over the
+sittings** of the sitting's median over its rounds. A call adds a sitting to WORK_DIR/snapshots.json when the
+database and fractions are those of the sittings recorded there; otherwise (database grew, other fractions,
+or a file written before sittings were recorded) it starts the list afresh.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 from autotune.cli import loadavg, write_json  # noqa: E402
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
+MIN_SITTINGS = 3  # sittings per group before its latencies are read (median over sittings)
 RECORDS = "database_tuning_record.json"
 WORKLOADS = "database_workload.json"
 
@@ -100,19 +108,46 @@ def measure_snapshots(work_dirs: list[str], model_name: str, fractions=FRACTIONS
         for i, r in enumerate(runners):
             time.sleep(0.3)
             samples[i].append(r.time(model.inputs, repeat=1, min_repeat_ms=100)[0])
-    results, flat = [], iter(samples)
+    results, flat, load, when = [], iter(samples), loadavg(), time.strftime("%Y-%m-%dT%H:%M:%S")
     for work_dir, report, wd_rows in zip(work_dirs, reports, rows):
-        for row in wd_rows:
-            s = next(flat)
-            row["latency_ms"] = statistics.median(s) * 1e3
-            row["latency_ms_rounds"] = [x * 1e3 for x in s]
+        sitting = {"at": when, "loadavg": load, "rounds": rounds,
+                   "timed_with": [os.path.relpath(w, os.path.dirname(work_dir)) for w in work_dirs],
+                   "latency_ms": [], "latency_ms_rounds": []}
+        for _ in wd_rows:
+            s = [x * 1e3 for x in next(flat)]
+            sitting["latency_ms"].append(statistics.median(s))
+            sitting["latency_ms_rounds"].append(s)
+        n_records = len(record_lines(work_dir))
+        sittings = earlier_sittings(os.path.join(work_dir, "snapshots.json"), n_records, wd_rows) + [sitting]
         result = {"work_dir": work_dir, "model": model.name, "arm": report.get("arm") or report.get("cost_model"),
-                  "seed": report.get("seed"), "records": len(record_lines(work_dir)), "rounds": rounds,
-                  "timed_with": [os.path.relpath(w, os.path.dirname(work_dir)) for w in work_dirs],
-                  "snapshots": wd_rows, "loadavg": loadavg()}
+                  "seed": report.get("seed"), "records": n_records, "rounds": rounds,
+                  "timed_with": sitting["timed_with"], "loadavg": load,
+                  "snapshots": combine_sittings(wd_rows, sittings), "sittings": sittings}
         write_json(os.path.join(work_dir, "snapshots.json"), result)
         results.append(result)
     return results
+
+
+def earlier_sittings(path: str, n_records: int, rows: list[dict]) -> list[dict]:
+    """The sittings already recorded in ``path`` for this database (same record count, same snapshot
+    grid); none when the file is missing, predates sittings, or was timed on another database or grid."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        old = json.load(f)
+    grid = [(r["fraction"], r["records"]) for r in rows]
+    if old.get("records") != n_records or [(r["fraction"], r["records"]) for r in old.get("snapshots", [])] != grid:
+        return []
+    return [s for s in old.get("sittings") or [] if len(s.get("latency_ms", [])) == len(rows)]
+
+
+def combine_sittings(rows: list[dict], sittings: list[dict]) -> list[dict]:
+    """Each snapshot's latency: the median over the sittings of each sitting's median (its spread kept)."""
+    out = []
+    for i, row in enumerate(rows):
+        per = [s["latency_ms"][i] for s in sittings]
+        out.append(dict(row, latency_ms=statistics.median(per), latency_ms_sittings=per, sittings=len(per)))
+    return out
 
 
 def main(argv=None) -> int:
@@ -124,9 +159,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     for res in measure_snapshots(args.work_dirs, args.model, [float(x) for x in args.fractions.split(",")],
                                  args.rounds):
-        print(res["work_dir"])
-        for row in res["snapshots"]:
-            print(f"{row['fraction']:>6} {row['records']:>6} records  {row['latency_ms']:.3f} ms  "
+        print(f"{res['work_dir']} (sitting {len(res['sittings'])})")
+        for row, now in zip(res["snapshots"], res["sittings"][-1]["latency_ms"]):
+            print(f"{row['fraction']:>6} {row['records']:>6} records  {now:.3f} ms this sitting, median of "
+                  f"{row['sittings']}: {row['latency_ms']:.3f} ms  "
                   f"at {row['elapsed_s'] if row['elapsed_s'] is not None else '-'} s")
     return 0
 
