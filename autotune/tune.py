@@ -24,6 +24,7 @@ from autotune.errors import UserError  # noqa: E402
 from autotune.lock import FolderLock  # noqa: E402
 from autotune.tuning.config import (  # noqa: E402
     FIRST_ROUND_TRIALS_DEFAULT,
+    TRIALS_PER_ROUND_DEFAULT,
     RPCAddress,
     SearchConfig,
     TuneConfig,
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU), 'cuda', or a JSON target dict")
     p.add_argument("--trials", type=int, default=400, help="total measured trials (all runs together)")
     p.add_argument("--trials-per-task", type=int, default=None, help="cap of trials for any one task")
-    p.add_argument("--trials-per-round", type=int, default=16, help="candidates measured per search round")
+    p.add_argument("--trials-per-round", type=int, default=TRIALS_PER_ROUND_DEFAULT, help="candidates measured per search round")
     p.add_argument("--first-round-trials", type=int, default=FIRST_ROUND_TRIALS_DEFAULT,
                    help=f"candidates measured on a task's first visit (default {FIRST_ROUND_TRIALS_DEFAULT}: every "
                         f"task gets a tuned program sooner, the rest of the budget going where the gain is; "

@@ -48,6 +48,8 @@ def resolve_layout_rewrite(requested: str, kind: str, tuned_with: bool | None, w
 # 10%); stock MetaSchedule's final latency is reached sooner on 4 of the 6 model-seeds, as soon on 1, not within
 # the budget on 1 (bert_base seed 0: 147.6 vs 132.7 ms). Far ahead early, level at the end: 4.
 FIRST_ROUND_TRIALS_DEFAULT = 4
+# candidates per search round (--trials-per-round); experiments pass it as --first-round-trials for "whole rounds"
+TRIALS_PER_ROUND_DEFAULT = 16
 
 CONV_LAYOUT = ("auto", "nchw", "nhwc")
 # --conv-layout auto on a new work dir, per target kind (a work dir keeps the layout it was tuned in; not listed:
@@ -78,7 +80,7 @@ class SearchConfig:
     scored candidate dominates), about what measuring the 16 candidates costs; 128 x 1 costs ~3.3 s.
     """
 
-    num_trials_per_iter: int = 16  # --trials-per-round
+    num_trials_per_iter: int = TRIALS_PER_ROUND_DEFAULT  # --trials-per-round
     population_size: int = 128  # --population
     genetic_num_iters: int = 1  # --search-iters
     init_min_unmeasured: int = 48

@@ -61,6 +61,7 @@ from snapshots import MIN_SITTINGS  # noqa: E402  (beside this file)
 
 from autotune.cli import loadavg, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
+from autotune.tuning.config import TRIALS_PER_ROUND_DEFAULT  # noqa: E402
 
 ARMS = ("stock-ms", "ms-xgb", "ms-mlp", "auto", "ms-mlp+rdu")
 TRIALS_PER_TASK = 32
@@ -116,7 +117,7 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
             "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
             "--layout-rewrite", "on" if layout_rewrite else "off", "--conv-layout", conv_layout,
             # an arm without +firstN keeps whole first rounds (16), whatever the CLI's default
-            "--first-round-trials", str(first_round or 16)]
+            "--first-round-trials", str(first_round or TRIALS_PER_ROUND_DEFAULT)]
 
 
 def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_task: int, start: bool) -> dict:

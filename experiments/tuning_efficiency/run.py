@@ -32,6 +32,7 @@ sys.path.insert(0, ROOT)
 from autotune.cli import loadavg, write_results  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 from autotune.data.store import read_jsonl  # noqa: E402
+from autotune.tuning.config import TRIALS_PER_ROUND_DEFAULT  # noqa: E402
 
 
 def arm_flags(arm: str) -> list[str]:
@@ -56,7 +57,8 @@ def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str,
     if not os.path.exists(report_path):  # resumable experiment: finished runs are kept
         cmd = [sys.executable, "-m", "autotune.tune", "--model", model, "--trials", str(trials),
                *arm_flags(cost_model), "--seed", str(seed), "--work-dir", wd, "--skip-untuned",
-               "--bench-rounds", "3", "--first-round-trials", "16", *extra]  # whole rounds, as its results were made
+               "--bench-rounds", "3", "--first-round-trials", str(TRIALS_PER_ROUND_DEFAULT),  # whole rounds,
+               *extra]  # as its results were made
         print(f"{time.strftime('%H:%M:%S')} {model} {cost_model} seed {seed}: {' '.join(cmd[1:])}", flush=True)
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if res.returncode != 0:
