@@ -137,7 +137,7 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     assert rb.trials_vs_mlp(full, "ms-mlp+lr+nhwc") == 1.0 and rb.trials_vs_mlp(full, "stock-ms+lr+nhwc") == "-"
     assert rb.trials_vs_mlp(rb.summarize(runs[:1] + runs[2:]), "ms-mlp+lr+nhwc+first4") == "ms-mlp+lr+nhwc not run on every model"
     # arms keep their first rounds whatever the CLI's default: whole (16) unless +firstN
-    first = lambda arm: rb.arm_command(arm, "m", 0, "wd", 32, 64)[-1]  # noqa: E731
+    first = lambda arm: rb.arm_command(arm, "m", 0, "wd", 32, 64, hardware="hw")[-1]  # noqa: E731
     assert first("ms-mlp+lr+nhwc") == "16" and first("ms-mlp+lr+nhwc+first4") == "4"
     row = next(x for x in rb.done_when_lines(full) if x.startswith("| ms-mlp+lr+nhwc+first4 |"))
     assert row.endswith("| 2.00x | no (provisional: 1 of 3 sittings) |")  # 4x trials < 5x: not met
@@ -227,3 +227,24 @@ def test_snapshots_two_real_sittings(tmp_path):
         assert row["latency_ms_sittings"] == both and abs(row["latency_ms"] - sum(both) / 2) < 1e-9
         assert all(len(s["latency_ms_rounds"][i]) == 2 and min(s["latency_ms_rounds"][i]) > 0 for s in snaps["sittings"])
         assert row["elapsed_s"] is not None and row["elapsed_s"] > 0  # from the run's report history
+
+
+def test_transferred_model_arm(tmp_path, monkeypatch):
+    """COST_MODEL@VARIANT tunes with that kind's model transferred to this hardware (--cost-model-path); a
+    variant with no model there is refused up front with the command that makes it."""
+    import argparse
+
+    import real_budget as rb
+    from autotune.errors import UserError
+
+    monkeypatch.setattr(rb, "TRANSFER_MODELS", str(tmp_path))
+    cmd = rb.arm_command("ms-mlp@ckd10+lr+nhwc+first4", "m", 0, "wd", 32, 64, hardware="hw")
+    assert cmd[cmd.index("--cost-model") + 1] == "ms-mlp"
+    assert cmd[cmd.index("--cost-model-path") + 1] == os.path.join(str(tmp_path), "ckd10", "hw", "ms-mlp")
+    assert "--cost-model-path" not in rb.arm_command("ms-mlp+lr", "m", 0, "wd", 32, 64, hardware="hw")
+    assert rb.mlp_arm("ms-mlp@ckd10+lr+nhwc+first4") == "ms-mlp+lr+nhwc"  # compared with the untransferred MS-MLP
+    args = argparse.Namespace(models="resnet50", seeds="0", arms="stock-ms,ms-mlp@ckd10+lr", hardware="hw")
+    with pytest.raises(UserError, match="no transferred model at .*ckd10/hw/ms-mlp; make it with"):
+        rb._check_args(args)
+    os.makedirs(tmp_path / "ckd10" / "hw" / "ms-mlp")
+    rb._check_args(args)

@@ -25,7 +25,10 @@ after one trial and its share goes to the other tasks. Arms:
 - ``+firstN`` on an autotune arm: ``--first-round-trials N`` (a task's first visit measures N candidates, not
   a whole round of 16: every task has a tuned program after N x tasks trials). Arms without it pass
   ``--first-round-trials 16`` (whole rounds, as they were run before 4 became the CLI's default).
-Arm syntax: ``stock-ms[+lr][+nhwc]`` or ``COST_MODEL[:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc][+firstN]``; the table's "cost model used" column says
+- ``COST_MODEL@VARIANT`` (``ms-mlp@ckd10``): that kind's model transferred to this hardware
+  (issue 14: ``--cost-model-path experiments/transfer/models/VARIANT/<hardware id>/COST_MODEL``, made with
+  ``python -m autotune.costmodel.transfer ... --models-dir experiments/transfer/models/VARIANT``).
+Arm syntax: ``stock-ms[+lr][+nhwc]`` or ``COST_MODEL[@VARIANT][:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc][+firstN]``; the table's "cost model used" column says
 what each run really used (from its report.json).
 Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget, and the snapshots of all arms
 of one model and seed are timed together in alternating rounds (snapshots.py):
@@ -103,8 +106,21 @@ def parse_arm(arm: str) -> tuple[str, str, str, bool, str, int | None]:
     return name, online, "+".join(rest), layout_rewrite, conv_layout, (first[0] if first else None)
 
 
-def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, budget: int) -> list[str]:
+# Transferred models for ``COST_MODEL@VARIANT`` arms (issue 14's tuning arm): VARIANT's model of this hardware,
+# made by ``python -m autotune.costmodel.transfer ... --models-dir experiments/transfer/models/VARIANT``
+TRANSFER_MODELS = os.path.join(ROOT, "experiments", "transfer", "models")
+
+
+def variant_model_dir(name: str, hardware: str) -> tuple[str, str | None]:
+    """``ms-mlp@ckd10`` -> ("ms-mlp", <TRANSFER_MODELS>/ckd10/<hardware>/ms-mlp); a plain name -> (name, None)."""
+    kind, _, variant = name.partition("@")
+    return kind, (os.path.join(TRANSFER_MODELS, variant, hardware, kind) if variant else None)
+
+
+def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, budget: int,
+                hardware: str | None = None) -> list[str]:
     name, online, selection, layout_rewrite, conv_layout, first_round = parse_arm(arm)
+    name, model_dir = variant_model_dir(name, hardware or this_hardware())
     if name == "stock-ms":
         if first_round is not None:
             raise SystemExit(f"{arm}: +firstN is autotune's loop only (stock MetaSchedule's scheduler has no such knob)")
@@ -112,6 +128,7 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
                 "--trials-per-task", str(trials_per_task), "--seed", str(seed), "--conv-layout", conv_layout,
                 *(["--layout-rewrite"] if layout_rewrite else [])]
     return [sys.executable, "-m", "autotune.tune", "--model", model, "--cost-model", name,
+            *(["--cost-model-path", model_dir] if model_dir else []),
             *(["--online-update", online] if online else []),
             *(["--batch-selection", selection] if selection else []), "--trials", str(budget),
             "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
@@ -526,9 +543,15 @@ def _check_args(args) -> None:
         name, online, selection, *_ = parse_arm(arm)
         if name == "stock-ms" and not online and not selection:
             continue
+        name, model_dir = variant_model_dir(name, args.hardware or this_hardware())
+        if model_dir and not os.path.isdir(model_dir):
+            raise UserError(f"--arms: {arm}: no transferred model at {os.path.relpath(model_dir, ROOT)}; make it with "
+                            f"python -m autotune.costmodel.transfer --source models/<source hardware>/{name} "
+                            f"--target-dataset datasets/<this hardware> --method <method> --models-dir "
+                            f"{os.path.relpath(os.path.dirname(os.path.dirname(model_dir)), ROOT)}")
         if (name not in COST_MODELS or (online and online not in ONLINE_UPDATES)
                 or (selection and selection != "greedy" and selection not in SAMPLERS)):
-            raise UserError(f"--arms: cannot read {arm!r}; an arm is stock-ms[+lr] or COST_MODEL[:ONLINE_UPDATE]"
+            raise UserError(f"--arms: cannot read {arm!r}; an arm is stock-ms[+lr] or COST_MODEL[@VARIANT][:ONLINE_UPDATE]"
                             f"[+BATCH_SELECTION][+lr] with COST_MODEL one of {', '.join(COST_MODELS)}, ONLINE_UPDATE one "
                             f"of {', '.join(ONLINE_UPDATES)}, BATCH_SELECTION greedy or one of {', '.join(SAMPLERS)}")
 
