@@ -235,6 +235,7 @@ def test_transferred_model_arm(tmp_path, monkeypatch):
     import argparse
 
     import real_budget as rb
+
     from autotune.errors import UserError
 
     monkeypatch.setattr(rb, "TRANSFER_MODELS", str(tmp_path))
