@@ -110,7 +110,8 @@ def _kept(root, arm, seed, latencies, timed_with, wall=100.0):
     import real_budget as rb
 
     folder = os.path.join(root, "m", rb.arm_dir(arm), f"seed{seed}")
-    snaps = [{"records": 10 * (i + 1), "elapsed_s": 5.0 * (i + 1), "latency_ms": lat} for i, lat in enumerate(latencies)]
+    snaps = [{"fraction": (i + 1) / len(latencies), "records": 10 * (i + 1), "elapsed_s": 5.0 * (i + 1),
+              "latency_ms": lat} for i, lat in enumerate(latencies)]
     _write(os.path.join(folder, "snapshots.json"), {"snapshots": snaps, "timed_with": timed_with})
     _write(os.path.join(folder, "report.json"), {"wall_s": {"tuning": wall}})
     return rb._result(arm, "m", seed, folder)
@@ -145,6 +146,11 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     claims = [x for x in rb.claims_lines(runs, full) if x.startswith("| ms-mlp+lr+nhwc+first4 |")]
     assert claims == ["| ms-mlp+lr+nhwc+first4 | ms-mlp+lr+nhwc | 1 | not reached on every model | "
                       "not reached on every model | 0.909x | 4.00x |"]
+    # +first4 against the same arm with whole first rounds, snapshot by snapshot: 35/60, 30/40, 25/30, 22/20
+    first = rb.first_round_lines(runs)
+    assert first[-1] == ("| ms-mlp+lr+nhwc+first4 | ms-mlp+lr+nhwc | 1 | 0.583x (0.58-0.58) | 0.750x (0.75-0.75) | "
+                         "0.833x (0.83-0.83) | 1.100x (1.10-1.10) |")
+    assert rb.first_round_lines(runs[:1] + runs[2:]) == []  # no whole-round arm to compare with
     rb.plot_curves(runs, str(tmp_path / "curves.png"))
     assert (tmp_path / "curves.png").stat().st_size > 1000
     lines = rb.sittings_lines(runs)

@@ -41,12 +41,10 @@ def resolve_layout_rewrite(requested: str, kind: str, tuned_with: bool | None, w
 
 
 # --first-round-trials by default (the CLI and tune_torch; SearchConfig itself keeps None = a whole round, which
-# collection and the strategy tests use). Evidence (experiments/tuning_efficiency/results_real/cpu-znver4-2c/,
-# 32 trials per task, resnet50 / mobilenet_v2 / bert_base x 2 seeds, compiled latency timed side by side): against
-# whole first rounds, the latency at 1/8 of the budget is 0.03 / 0.08 / 0.97x, at the full budget 1.04 / 0.94 /
-# 1.04x (geo-mean 1.007x: within the timing noise, bert_base databases re-timed in another sitting moved by up to
-# 10%); stock MetaSchedule's final latency is reached sooner on 4 of the 6 model-seeds, as soon on 1, not within
-# the budget on 1 (bert_base seed 0: 147.6 vs 132.7 ms). Far ahead early, level at the end: 4.
+# collection and the strategy tests use). Evidence: the "First rounds" table of
+# experiments/tuning_efficiency/results_real/cpu-znver4-2c/README.md (32 trials per task, resnet50 / mobilenet_v2 /
+# bert_base x 2 seeds, compiled latency of +first4 over whole first rounds at 1/8, 1/4, 1/2 and the full budget,
+# generated from the timed snapshots): far ahead early, level at the end within the timing noise.
 FIRST_ROUND_TRIALS_DEFAULT = 4
 # candidates per search round (--trials-per-round); experiments pass it as --first-round-trials for "whole rounds"
 TRIALS_PER_ROUND_DEFAULT = 16

@@ -458,6 +458,32 @@ def claims_lines(runs: list[dict], summary: dict) -> list[str]:
             f"{CLAIMS['pruner_time_vs_ms_gpu']}x) |", "|---|---|---|---|---|---|---|", *rows]
 
 
+def first_round_lines(runs: list[dict]) -> list[str]:
+    """The ``--first-round-trials`` evidence: each ``+firstN`` arm's compiled latency over the same arm's with
+    whole first rounds, at each snapshot, paired by (model, seed): geometric mean, min and max over the pairs."""
+    ok = {(r["model"], r["arm"], r["seed"]): r for r in runs if "failed" not in r}
+    rows = []
+    for arm in sorted({a for _, a, _ in ok if parse_arm(a)[5] is not None}):
+        base = "+".join(x for x in arm.split("+") if not (x.startswith("first") and x[5:].isdigit()))
+        pairs = [(r, ok[(m, base, k)]) for (m, a, k), r in sorted(ok.items()) if a == arm and (m, base, k) in ok]
+        if not pairs:
+            continue
+        cells = []
+        for i in range(len(pairs[0][0]["snapshots"])):
+            ratios = [r["snapshots"][i]["latency_ms"] / b["snapshots"][i]["latency_ms"] for r, b in pairs
+                      if len(r["snapshots"]) > i and len(b["snapshots"]) > i]
+            cells.append(f"{_geo(ratios):.3f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        rows.append(f"| {arm} | {base} | {len(pairs)} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    n = max(len(r["snapshots"]) for r in ok.values())
+    fracs = next(r["snapshots"] for r in ok.values() if len(r["snapshots"]) == n)
+    return ["", "First rounds (`--first-round-trials`): an arm's compiled latency over the same arm's with whole first "
+                "rounds, per snapshot, geometric mean over the (model, seed) pairs (min-max); below 1 is faster:", "",
+            "| arm | against | pairs | " + " | ".join(f"at {s['fraction']:g} of the budget" for s in fracs) + " |",
+            "|---|---|---|" + "---|" * n, *rows]
+
+
 def plot_curves(runs: list[dict], path: str) -> None:
     """Compiled latency at each snapshot vs trials and vs tuning wall time, one line per arm and seed."""
     from run import plot_latency_panels  # experiments/tuning_efficiency/run.py
@@ -517,6 +543,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
                   "its model guide later rounds). Its snapshots' wall times are the join times, not measurement "
                   "times; its time speedup uses its total wall time."]
     lines += claims_lines(runs, summary)
+    lines += first_round_lines(runs)
     if meta.get("curves"):
         lines += ["", f"Curves (measured snapshots; the lines join them): ![compiled latency vs trials and wall time]"
                       f"({meta['curves']})"]
