@@ -140,6 +140,13 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     # arms keep their first rounds whatever the CLI's default: whole (16) unless +firstN
     first = lambda arm: rb.arm_command(arm, "m", 0, "wd", 32, 64, hardware="hw")[-1]  # noqa: E731
     assert first("ms-mlp+lr+nhwc") == "16" and first("ms-mlp+lr+nhwc+first4") == "4"
+    # +popN/+genN size the search; the arm is still MS-MLP with these layouts (its MS-MLP arm is the plain one)
+    cmd = rb.arm_command("ms-mlp+lr+nhwc+first4+pop512+gen4", "m", 0, "wd", 32, 64, hardware="hw")
+    assert cmd[-4:] == ["--population", "512", "--search-iters", "4"] and cmd[cmd.index("--first-round-trials") + 1] == "4"
+    assert rb.parse_arm("ms-mlp+lr+nhwc+first4+pop512+gen4")[2] == ""  # not read as a batch selection
+    assert rb.mlp_arm("ms-mlp+lr+nhwc+first4+pop512") == "ms-mlp+lr+nhwc"
+    with pytest.raises(SystemExit, match="autotune's loop only"):
+        rb.arm_command("stock-ms+pop512", "m", 0, "wd", 32, 64, hardware="hw")
     row = next(x for x in rb.done_when_lines(full) if x.startswith("| ms-mlp+lr+nhwc+first4 |"))
     assert row.endswith("| 2.00x | no (provisional: 1 of 3 sittings) |")  # 4x trials < 5x: not met
     # beside the claims: +first4 never reaches MS-MLP's final 20 ms (ends at 22); 20/22; stock's final at 5 of 20 s

@@ -28,7 +28,9 @@ after one trial and its share goes to the other tasks. Arms:
 - ``COST_MODEL@VARIANT`` (``ms-mlp@ckd10``): that kind's model transferred to this hardware
   (issue 14: ``--cost-model-path experiments/transfer/models/VARIANT/<hardware id>/COST_MODEL``, made with
   ``python -m autotune.costmodel.transfer ... --models-dir experiments/transfer/models/VARIANT``).
-Arm syntax: ``stock-ms[+lr][+nhwc]`` or ``COST_MODEL[@VARIANT][:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc][+firstN]``; the table's "cost model used" column says
+- ``+popN``, ``+genN`` on an autotune arm: the evolutionary search's population and generations per round
+  (``--population N``, ``--search-iters N``; ours default to 128 x 1, stock MetaSchedule's to 512 x 4).
+Arm syntax: ``stock-ms[+lr][+nhwc]`` or ``COST_MODEL[@VARIANT][:ONLINE_UPDATE][+BATCH_SELECTION][+lr][+nhwc][+firstN][+popN][+genN]``; the table's "cost model used" column says
 what each run really used (from its report.json).
 Every run's database is then compiled at 1/8, 1/4, 1/2 and the full budget, and the snapshots of all arms
 of one model and seed are timed together in alternating rounds (snapshots.py):
@@ -101,7 +103,8 @@ def parse_arm(arm: str) -> tuple[str, str, str, bool, str, int | None]:
     layout_rewrite = "lr" in suffixes
     conv_layout = "nhwc" if "nhwc" in suffixes else "nchw"
     first = [int(x[5:]) for x in suffixes if x.startswith("first") and x[5:].isdigit()]
-    rest = [x for x in suffixes if x not in ("lr", "nhwc") and not (x.startswith("first") and x[5:].isdigit())]
+    rest = [x for x in suffixes if x not in ("lr", "nhwc") and not (x.startswith("first") and x[5:].isdigit())
+            and not search_setting(x)]
     name, _, online = base.partition(":")
     return name, online, "+".join(rest), layout_rewrite, conv_layout, (first[0] if first else None)
 
@@ -117,13 +120,23 @@ def variant_model_dir(name: str, hardware: str) -> tuple[str, str | None]:
     return kind, (os.path.join(TRANSFER_MODELS, variant, hardware, kind) if variant else None)
 
 
+SEARCH_SETTINGS = {"pop": "--population", "gen": "--search-iters"}  # +popN, +genN: the evolutionary search's size
+
+
+def search_setting(suffix: str) -> tuple[str, str] | None:
+    """``pop512`` -> ("--population", "512"), ``gen4`` -> ("--search-iters", "4"); other suffixes: None."""
+    key, digits = suffix[:3], suffix[3:]
+    return (SEARCH_SETTINGS[key], digits) if key in SEARCH_SETTINGS and digits.isdigit() else None
+
+
 def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, budget: int,
                 hardware: str | None = None) -> list[str]:
     name, online, selection, layout_rewrite, conv_layout, first_round = parse_arm(arm)
     name, model_dir = variant_model_dir(name, hardware or this_hardware())
+    search = [flag for x in arm.split("+")[1:] if (setting := search_setting(x)) for flag in setting]
     if name == "stock-ms":
-        if first_round is not None:
-            raise SystemExit(f"{arm}: +firstN is autotune's loop only (stock MetaSchedule's scheduler has no such knob)")
+        if first_round is not None or search:
+            raise SystemExit(f"{arm}: +firstN, +popN and +genN are autotune's loop only (stock runs its defaults)")
         return [sys.executable, os.path.join(HERE, "stock_ms.py"), "--model", model, "--work-dir", wd,
                 "--trials-per-task", str(trials_per_task), "--seed", str(seed), "--conv-layout", conv_layout,
                 *(["--layout-rewrite"] if layout_rewrite else [])]
@@ -134,7 +147,7 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
             "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
             "--layout-rewrite", "on" if layout_rewrite else "off", "--conv-layout", conv_layout,
             # an arm without +firstN keeps whole first rounds (16), whatever the CLI's default
-            "--first-round-trials", str(first_round or TRIALS_PER_ROUND_DEFAULT)]
+            "--first-round-trials", str(first_round or TRIALS_PER_ROUND_DEFAULT), *search]
 
 
 def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_task: int, start: bool) -> dict:
