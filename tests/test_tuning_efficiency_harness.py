@@ -187,6 +187,24 @@ def test_snapshot_sittings_median_and_restart(tmp_path):
     assert sn.earlier_sittings(path, 10, rows) == []
 
 
+def test_snapshot_estimate_is_weighted_best_of_the_first_records(tmp_path):
+    """The estimated view of a snapshot: weight x best valid mean of each task among the first n records."""
+    import snapshots as sn
+
+    wd = str(tmp_path)
+    report = {"tasks": [{"workload_hash": "0x1f", "weight": 2}, {"workload_hash": "0x2a", "weight": 3}]}
+    with open(os.path.join(wd, "database_workload.json"), "w") as f:
+        f.write("".join(json.dumps([h, {}]) + "\n" for h in ("42", "999", "31")))
+    recs = [(2, [0.004, 0.002]), (0, [0.010]), (2, [1e10]), (2, [0.001]), (1, [0.0001])]
+    with open(os.path.join(wd, "database_tuning_record.json"), "w") as f:
+        f.write("".join(json.dumps([w, [[], secs, {}, []]]) + "\n" for w, secs in recs))
+    assert sn.estimated_ms(wd, report, 1) == (2 * 3.0, 1)  # 0x1f (= 31): mean 3 ms; 0x2a (= 42) not yet
+    total, untuned = sn.estimated_ms(wd, report, 3)  # a failed run (1e10) does not count
+    assert untuned == 0 and abs(total - (2 * 3.0 + 3 * 10.0)) < 1e-9
+    total, _ = sn.estimated_ms(wd, report, 5)  # 1 ms beats 3 ms; another model's workload (999) is ignored
+    assert abs(total - (2 * 1.0 + 3 * 10.0)) < 1e-9
+
+
 def test_real_budget_sittings_time_whole_groups(tmp_path, monkeypatch):
     """--sittings: a group is timed (all its arms with a work dir here, together) while any arm has fewer
     sittings than asked; arms without a work dir are left out; verdicts stay provisional below 3 sittings."""
@@ -240,6 +258,7 @@ def test_snapshots_two_real_sittings(tmp_path):
         assert row["latency_ms_sittings"] == both and abs(row["latency_ms"] - sum(both) / 2) < 1e-9
         assert all(len(s["latency_ms_rounds"][i]) == 2 and min(s["latency_ms_rounds"][i]) > 0 for s in snaps["sittings"])
         assert row["elapsed_s"] is not None and row["elapsed_s"] > 0  # from the run's report history
+        assert row["estimated_ms"] > 0 and row["untuned_tasks"] >= 0  # the estimated view beside the measured one
 
 
 def test_transferred_model_arm(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """Measured, not reconstructed: the compiled model's latency from a tuning database at budget fractions.
 
     python experiments/tuning_efficiency/snapshots.py WORK_DIR [WORK_DIR ...] --model resnet50 [--fractions 0.125,0.25,0.5,1]
+    python experiments/tuning_efficiency/snapshots.py WORK_DIR [WORK_DIR ...] --estimate-only   # TVM-free, times nothing
 
 For each fraction f the first ceil(f x N) tuning records (database order = measurement order, for
 autotune's loop and stock MetaSchedule's alike) go into a temporary JSONDatabase; the model is
@@ -54,6 +55,24 @@ def elapsed_at(report: dict, n: int) -> float | None:
     return None
 
 
+def estimated_ms(work_dir: str, report: dict, n: int) -> tuple[float, int]:
+    """The secondary, estimated view of a snapshot (TVM-free): sum over the report's tasks of weight x the best
+    mean run time among the database's first ``n`` records, in ms, and how many tasks have no valid record yet
+    (left out of the sum). It tells kernel quality apart from what compiling the whole model adds."""
+    with open(os.path.join(work_dir, WORKLOADS), encoding="utf-8") as f:
+        hashes = [json.loads(line)[0] for line in f if line.strip()]
+    tasks = {str(int(t["workload_hash"], 16)): t for t in report["tasks"]}
+    best: dict[str, float] = {}
+    for line in record_lines(work_dir)[:n]:
+        widx, rec = json.loads(line)
+        secs = [float(x) for x in (rec[1] or [])]
+        h = hashes[widx]
+        if h in tasks and secs and max(secs) < 1e9:
+            best[h] = min(best.get(h, float("inf")), sum(secs) / len(secs))
+    total = sum(float(tasks[h].get("weight") or 1) * b * 1e3 for h, b in best.items())
+    return total, len(tasks) - len(best)
+
+
 def snapshot_dirs(work_dir: str, fractions, tmp: str) -> list[tuple[float, int, str]]:
     lines = record_lines(work_dir)
     out = []
@@ -98,8 +117,10 @@ def measure_snapshots(work_dirs: list[str], model_name: str, fractions=FRACTIONS
                 db = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
                 # the run's conv layout from its report (an early snapshot may hold no convolution to tell)
                 exe = fe.compile_with_database(mod, target, db, conv_layout=reports[-1].get("conv_layout"))
+                est, untuned = estimated_ms(work_dir, reports[-1], n)
                 rows[-1].append({"fraction": frac, "records": n, "compile_s": time.time() - t0,
-                                 "elapsed_s": elapsed_at(reports[-1], n)})
+                                 "elapsed_s": elapsed_at(reports[-1], n), "estimated_ms": est,
+                                 "untuned_tasks": untuned})
                 runners.append(fe.VMRunner(exe))
     samples = [[] for _ in runners]
     for r in runners:  # warm-up
@@ -153,12 +174,27 @@ def combine_sittings(rows: list[dict], sittings: list[dict]) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("work_dirs", nargs="+", metavar="WORK_DIR", help="one or more runs of the same model")
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", help="the zoo model the work dirs tuned (needed to compile and time)")
     ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--estimate-only", action="store_true",
+                    help="print each snapshot's estimated latency (sum of weight x best per task; TVM-free), time nothing")
     args = ap.parse_args(argv)
-    for res in measure_snapshots(args.work_dirs, args.model, [float(x) for x in args.fractions.split(",")],
-                                 args.rounds):
+    fractions = [float(x) for x in args.fractions.split(",")]
+    if args.estimate_only:
+        for work_dir in args.work_dirs:
+            with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
+                report = json.load(f)
+            n_all = len(record_lines(work_dir))
+            cells = []
+            for frac in fractions:
+                est, untuned = estimated_ms(work_dir, report, min(n_all, max(1, math.ceil(frac * n_all))))
+                cells.append(f"{frac:g}: {est:.1f} ms" + (f" ({untuned} tasks untuned)" if untuned else ""))
+            print(f"{work_dir}: " + ", ".join(cells))
+        return 0
+    if not args.model:
+        ap.error("--model is needed to compile and time the snapshots (only --estimate-only goes without)")
+    for res in measure_snapshots(args.work_dirs, args.model, fractions, args.rounds):
         print(f"{res['work_dir']} (sitting {len(res['sittings'])})")
         for row, now in zip(res["snapshots"], res["sittings"][-1]["latency_ms"]):
             print(f"{row['fraction']:>6} {row['records']:>6} records  {now:.3f} ms this sitting, median of "
