@@ -198,10 +198,11 @@ def test_snapshot_estimate_is_weighted_best_of_the_first_records(tmp_path):
     recs = [(2, [0.004, 0.002]), (0, [0.010]), (2, [1e10]), (2, [0.001]), (1, [0.0001])]
     with open(os.path.join(wd, "database_tuning_record.json"), "w") as f:
         f.write("".join(json.dumps([w, [[], secs, {}, []]]) + "\n" for w, secs in recs))
-    assert sn.estimated_ms(wd, report, 1) == (2 * 3.0, 1)  # 0x1f (= 31): mean 3 ms; 0x2a (= 42) not yet
-    total, untuned = sn.estimated_ms(wd, report, 3)  # a failed run (1e10) does not count
+    first1, first3, first5 = sn.estimated_ms(wd, report, [1, 3, 5])
+    assert first1 == (2 * 3.0, 1)  # 0x1f (= 31): mean 3 ms; 0x2a (= 42) not yet
+    total, untuned = first3  # a failed run (1e10) does not count
     assert untuned == 0 and abs(total - (2 * 3.0 + 3 * 10.0)) < 1e-9
-    total, _ = sn.estimated_ms(wd, report, 5)  # 1 ms beats 3 ms; another model's workload (999) is ignored
+    total, _ = first5  # 1 ms beats 3 ms; another model's workload (999) is ignored
     assert abs(total - (2 * 1.0 + 3 * 10.0)) < 1e-9
 
 

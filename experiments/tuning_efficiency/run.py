@@ -101,16 +101,23 @@ def stale_reason(report_path: str, cost_model: str) -> str | None:
 def task_sequences(wd: str, report: dict) -> list[list[float]]:
     """Per task (report order): the latency of every measured candidate in the order it was measured
     (the search's ranking order within a batch); failed candidates count as inf."""
+    seqs: list[list[float]] = [[] for _ in report["tasks"]]
+    for task, sec in task_records(wd, report):
+        if task is not None:
+            seqs[task].append(sec)
+    return seqs
+
+
+def task_records(wd: str, report: dict) -> list[tuple[int | None, float]]:
+    """Every record of the database in measurement order: (its task's index in the report, None for a workload
+    of no task there; mean run seconds, inf for a failed candidate)."""
     shash = [row[0] for row in read_jsonl(os.path.join(wd, "database_workload.json"))]
     index = {str(int(t["workload_hash"], 16)): i for i, t in enumerate(report["tasks"])}
-    seqs: list[list[float]] = [[] for _ in report["tasks"]]
+    out = []
     for widx, rec in read_jsonl(os.path.join(wd, "database_tuning_record.json")):
-        task = index.get(shash[widx])
-        if task is None:
-            continue
         secs = [float(x) for x in (rec[1] or [])]
-        seqs[task].append(sum(secs) / len(secs) if secs and max(secs) < 1e9 else float("inf"))
-    return seqs
+        out.append((index.get(shash[widx]), sum(secs) / len(secs) if secs and max(secs) < 1e9 else float("inf")))
+    return out
 
 
 def wall_per_trial(report: dict) -> dict:

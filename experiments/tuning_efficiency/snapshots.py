@@ -55,22 +55,23 @@ def elapsed_at(report: dict, n: int) -> float | None:
     return None
 
 
-def estimated_ms(work_dir: str, report: dict, n: int) -> tuple[float, int]:
-    """The secondary, estimated view of a snapshot (TVM-free): sum over the report's tasks of weight x the best
-    mean run time among the database's first ``n`` records, in ms, and how many tasks have no valid record yet
-    (left out of the sum). It tells kernel quality apart from what compiling the whole model adds."""
-    with open(os.path.join(work_dir, WORKLOADS), encoding="utf-8") as f:
-        hashes = [json.loads(line)[0] for line in f if line.strip()]
-    tasks = {str(int(t["workload_hash"], 16)): t for t in report["tasks"]}
-    best: dict[str, float] = {}
-    for line in record_lines(work_dir)[:n]:
-        widx, rec = json.loads(line)
-        secs = [float(x) for x in (rec[1] or [])]
-        h = hashes[widx]
-        if h in tasks and secs and max(secs) < 1e9:
-            best[h] = min(best.get(h, float("inf")), sum(secs) / len(secs))
-    total = sum(float(tasks[h].get("weight") or 1) * b * 1e3 for h, b in best.items())
-    return total, len(tasks) - len(best)
+def estimated_ms(work_dir: str, report: dict, ns: list[int]) -> list[tuple[float, int]]:
+    """The secondary, estimated view of snapshots (TVM-free): for each n of ``ns``, the sum over the report's
+    tasks of weight x the best mean run time among the database's first n records, in ms, and how many tasks
+    have no valid record yet (left out of the sum). It tells kernel quality apart from what compiling the whole
+    model adds. The database is read once (``run.task_records``)."""
+    from run import task_records  # beside this file
+
+    records = task_records(work_dir, report)
+    weights = [float(t.get("weight") or 1) for t in report["tasks"]]
+    out = []
+    for n in ns:
+        best: dict[int, float] = {}
+        for task, sec in records[:n]:
+            if task is not None and sec != float("inf"):
+                best[task] = min(best.get(task, sec), sec)
+        out.append((sum(weights[t] * b * 1e3 for t, b in best.items()), len(weights) - len(best)))
+    return out
 
 
 def snapshot_dirs(work_dir: str, fractions, tmp: str) -> list[tuple[float, int, str]]:
@@ -112,12 +113,14 @@ def measure_snapshots(work_dirs: list[str], model_name: str, fractions=FRACTIONS
             with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
                 reports.append(json.load(f))
             rows.append([])
-            for frac, n, d in snapshot_dirs(work_dir, fractions, os.path.join(tmp, str(k))):
+            dirs = snapshot_dirs(work_dir, fractions, os.path.join(tmp, str(k)))
+            estimates = iter(estimated_ms(work_dir, reports[-1], [n for _, n, _ in dirs]))
+            for frac, n, d in dirs:
                 t0 = time.time()
                 db = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
                 # the run's conv layout from its report (an early snapshot may hold no convolution to tell)
                 exe = fe.compile_with_database(mod, target, db, conv_layout=reports[-1].get("conv_layout"))
-                est, untuned = estimated_ms(work_dir, reports[-1], n)
+                est, untuned = next(estimates)
                 rows[-1].append({"fraction": frac, "records": n, "compile_s": time.time() - t0,
                                  "elapsed_s": elapsed_at(reports[-1], n), "estimated_ms": est,
                                  "untuned_tasks": untuned})
@@ -186,10 +189,9 @@ def main(argv=None) -> int:
             with open(os.path.join(work_dir, "report.json"), encoding="utf-8") as f:
                 report = json.load(f)
             n_all = len(record_lines(work_dir))
-            cells = []
-            for frac in fractions:
-                est, untuned = estimated_ms(work_dir, report, min(n_all, max(1, math.ceil(frac * n_all))))
-                cells.append(f"{frac:g}: {est:.1f} ms" + (f" ({untuned} tasks untuned)" if untuned else ""))
+            ns = [min(n_all, max(1, math.ceil(frac * n_all))) for frac in fractions]
+            cells = [f"{frac:g}: {est:.1f} ms" + (f" ({untuned} tasks untuned)" if untuned else "")
+                     for frac, (est, untuned) in zip(fractions, estimated_ms(work_dir, report, ns))]
             print(f"{work_dir}: " + ", ".join(cells))
         return 0
     if not args.model:
