@@ -166,6 +166,33 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     assert rb.sittings_lines(runs[:2])[-1] == "- m seed 0: 1 sitting; all arms timed together"
 
 
+def test_real_budget_reads_kept_sittings_by_the_fastest_round(tmp_path):
+    """A kept snapshots.json is read under the current rule from its rounds (whatever latency it recorded):
+    each sitting's fastest round, the median over sittings; the median-of-rounds rule is the secondary view,
+    and there the verdict can differ (here ours reaches stock's final only by the fastest rounds)."""
+    import real_budget as rb
+
+    def kept(arm, rounds_per_sitting):  # rounds_per_sitting[k][i]: sitting k, snapshot i
+        folder = os.path.join(str(tmp_path), "m", rb.arm_dir(arm), "seed0")
+        snaps = [{"fraction": f, "records": n, "elapsed_s": n / 2, "latency_ms": -1.0} for f, n in ((0.5, 10), (1.0, 20))]
+        sittings = [{"latency_ms": [-1.0, -1.0], "latency_ms_rounds": r} for r in rounds_per_sitting]
+        _write(os.path.join(folder, "snapshots.json"), {"snapshots": snaps, "sittings": sittings, "timed_with": ["seed0"]})
+        _write(os.path.join(folder, "report.json"), {"wall_s": {"tuning": 10.0}})
+        return rb._result(arm, "m", 0, folder)
+
+    stock = kept("stock-ms", [[[200, 201, 202], [120, 121, 122]]] * 3)  # steady: 120 at the full budget
+    ours = kept("ms-mlp+lr+nhwc", [[[115, 140, 141], [110, 139, 138]]] * 3)  # bimodal: fast rounds 115 / 110
+    assert [s["latency_ms"] for s in ours["snapshots"]] == [115, 110] and ours["sittings"] == 3
+    assert [s["latency_ms_median_rule"] for s in ours["snapshots"]] == [140, 138]
+    summary = rb.summarize([stock, ours])["m"]["ms-mlp+lr+nhwc"]
+    assert summary["speedup_trials_vs_stock"] == 2.0  # 115 <= 120 at 10 of stock's 20 records
+    view = rb.summarize(rb.median_rule_view([stock, ours]))["m"]["ms-mlp+lr+nhwc"]
+    assert view["speedup_trials_vs_stock"] is None and view["final_ratio_vs_stock"] == 138 / 121
+    md = rb.markdown(rb.summarize([stock, ours]), [stock, ours],
+                     {"command": "x", "trials_per_task": 64, "loadavg_start": [], "loadavg_end": []})
+    assert "Secondary view, the rule until 2026-12-05" in md
+
+
 def test_snapshot_sittings_median_and_restart(tmp_path):
     """A sitting is added to the sittings of the same database and grid; the latency read is the median over
     sittings; another database (more records), another grid or a file from before sittings starts afresh."""
@@ -177,6 +204,13 @@ def test_snapshot_sittings_median_and_restart(tmp_path):
     comb = sn.combine_sittings(rows, three)
     assert [r["latency_ms"] for r in comb] == [100.0, 50.0] and comb[1]["latency_ms_sittings"] == [50.0, 40.0, 70.0]
     assert comb[0]["sittings"] == 3 and comb[0]["records"] == 5
+    # with its rounds kept, a sitting reads as its fastest round (interference only adds time); the rule until
+    # 2026-12-05 (median of rounds, then median over sittings) stays beside it
+    rounds = [{"latency_ms": [0.0], "latency_ms_rounds": [r]} for r in
+              ([100.0, 140.0, 141.0], [120.0, 121.0, 150.0], [101.0, 139.0, 138.0])]
+    (row,) = sn.combine_sittings(rows[:1], rounds)
+    assert row["latency_ms_sittings"] == [100.0, 120.0, 101.0] and row["latency_ms"] == 101.0
+    assert row["latency_ms_median_rule"] == 138.0  # medians 140, 121, 138
     path = str(tmp_path / "snapshots.json")
     assert sn.earlier_sittings(path, 10, rows) == []  # no file yet
     _write(path, {"records": 10, "snapshots": comb, "sittings": three})
@@ -257,6 +291,7 @@ def test_snapshots_two_real_sittings(tmp_path):
     for i, row in enumerate(snaps["snapshots"]):
         both = [s["latency_ms"][i] for s in snaps["sittings"]]
         assert row["latency_ms_sittings"] == both and abs(row["latency_ms"] - sum(both) / 2) < 1e-9
+        assert all(s["latency_ms"][i] == min(s["latency_ms_rounds"][i]) for s in snaps["sittings"])  # fastest round
         assert all(len(s["latency_ms_rounds"][i]) == 2 and min(s["latency_ms_rounds"][i]) > 0 for s in snaps["sittings"])
         assert row["elapsed_s"] is not None and row["elapsed_s"] > 0  # from the run's report history
         assert row["estimated_ms"] > 0 and row["untuned_tasks"] >= 0  # the estimated view beside the measured one
