@@ -39,12 +39,28 @@ def test_transfer_writes_the_target_hardware_model_and_card(source_dir):
     card = json.loads((out / "card.json").read_text())
     assert card["transfer"]["method"] == "ckd" and card["transfer"]["fraction"] == 0.25 and card["transfer"]["seed"] == 1
     assert card["transfer"]["method_params"]["rounds"] == 20
-    assert card["source"]["hardware_id"] == "cpu-znver3-2c" and card["source"]["dataset"] == SRC
+    # folders under the repository are recorded relative to it: the card means the same folders in another clone
+    assert card["source"]["hardware_id"] == "cpu-znver3-2c" and card["source"]["dataset"] == os.path.relpath(SRC, ROOT)
+    assert card["dataset"] == os.path.relpath(DST, ROOT)
     assert card["hardware"]["hardware_id"] == "cpu-x86-64-v2-1c"
     assert len(card["dataset_manifest_sha256"]) == 64 and len(card["source"]["dataset_manifest_sha256"]) == 64
     assert set(card["metrics"]["target"]) >= {"resnet50", "mean"} and "forgetting_top1" in card["metrics"]
     assert 0 < card["transfer"]["measured_programs"] < card["transfer"]["target_train_programs"]
     assert str(out) in res.stdout and "top-1" in res.stdout
+
+
+def test_a_card_from_another_clone_finds_its_dataset_here(tmp_path, monkeypatch):
+    """Cards written before paths were recorded relative (``/work/main/datasets/X``) still find their dataset
+    in another clone, under datasets/ by name; a folder outside the working directory stays absolute."""
+    from autotune.data.store import portable_path, recorded_dataset
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "datasets" / "cpu-znver3-2c").mkdir(parents=True)
+    assert recorded_dataset("/elsewhere/clone/datasets/cpu-znver3-2c") == os.path.join("datasets", "cpu-znver3-2c")
+    assert recorded_dataset("/elsewhere/clone/datasets/cpu-znver9-2c") is None and recorded_dataset(None) is None
+    assert recorded_dataset("datasets/cpu-znver3-2c/") == "datasets/cpu-znver3-2c/"
+    assert portable_path(str(tmp_path / "datasets" / "cpu-znver3-2c")) == os.path.join("datasets", "cpu-znver3-2c")
+    assert portable_path("/") == "/" and portable_path(str(tmp_path)) == str(tmp_path)
 
 
 @pytest.mark.parametrize("extra, message", [

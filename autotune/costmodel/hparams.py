@@ -31,6 +31,7 @@ import tempfile
 
 from autotune.cli import run_main, setup_logging, write_json
 from autotune.data.splits import HELD_OUT_MODELS
+from autotune.data.store import portable_path
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.hparams")
@@ -179,7 +180,7 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
             "model_bytes": best_trial.user_attrs.get("model_bytes"), "max_model_bytes": bound,
             "trials": len(study.trials), "trials_over_size_bound": len(over), "validation_tasks": len(val_keys),
             "validation_weights": "count of the task in its first model (tasks.jsonl models[0]), 1 without weights",
-            "dataset": os.path.abspath(dataset), "held_out_never_used": held_out}
+            "dataset": portable_path(dataset), "held_out_never_used": held_out}
     write_json(os.path.join(out_dir, f"{kind}.json"), best)
     return best
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json, write_results
 from autotune.data.splits import HELD_OUT_MODELS
+from autotune.data.store import portable_path
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.train")
@@ -152,7 +153,7 @@ def _main(args) -> int:
         model.save(out_dir)
         size = folder_bytes(out_dir)
         card = {
-            "kind": kind, "params": model.get_params(), "dataset": os.path.abspath(args.dataset),
+            "kind": kind, "params": model.get_params(), "dataset": portable_path(args.dataset),
             "dataset_manifest_sha256": manifest_hash, "hardware": data.manifest["hardware"],
             "git_commit": git_commit(), "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seeds": fits["seeds"], "saved_seed": fits["seeds"][0],

@@ -202,6 +202,25 @@ def _journal_in_last_shard(root: str, manifest: dict, rows: list[dict]) -> bool:
     return shard == [{f: r.get(f) for f in RECORD_FIELDS} for r in rows]
 
 
+def portable_path(path: str) -> str:
+    """How a card records a dataset or model folder: relative to the working directory (the repository root,
+    where every command runs) when it lies under it, so a card means the same folder in another clone;
+    absolute otherwise."""
+    full, here = os.path.abspath(path), os.path.abspath(os.curdir)
+    return os.path.relpath(full, here) if full.startswith(here + os.sep) else full
+
+
+def recorded_dataset(path: str | None) -> str | None:
+    """A dataset folder as a card recorded it, found here: as written, or (a card written in another clone,
+    with an absolute path) the folder of the same name under ``datasets/``. None when neither exists."""
+    if not path:
+        return None
+    if os.path.isdir(path):
+        return path
+    here = os.path.join("datasets", os.path.basename(os.path.normpath(path)))
+    return here if os.path.isdir(here) else None
+
+
 def read_manifest(root: str) -> dict:
     path = os.path.join(root, MANIFEST)
     try:

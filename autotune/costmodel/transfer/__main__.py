@@ -17,6 +17,7 @@ import time
 
 from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json
 from autotune.errors import UserError
+from autotune.data.store import portable_path, recorded_dataset
 
 logger = logging.getLogger("autotune.costmodel.transfer")
 HELD_OUT = "resnet50,mobilenet_v2,bert_base"
@@ -105,12 +106,12 @@ def _main(args) -> int:
     setup_logging()
     held = [m.strip() for m in args.held_out.split(",") if m.strip()]
     card = _read_card(args.source)
-    source_dataset = args.source_dataset or card.get("dataset")
-    if source_dataset and not os.path.isdir(source_dataset):
-        if args.source_dataset:
-            raise UserError(f"--source-dataset {source_dataset}: not a folder")
-        logger.warning("the source card's dataset %s is not here; no replay, no forgetting score", source_dataset)
-        source_dataset = None
+    if args.source_dataset and not os.path.isdir(args.source_dataset):
+        raise UserError(f"--source-dataset {args.source_dataset}: not a folder")
+    source_dataset = args.source_dataset or recorded_dataset(card.get("dataset"))
+    if not source_dataset and card.get("dataset"):
+        logger.warning("the source card's dataset %s is not here (nor datasets/%s); no replay, no forgetting score",
+                       card["dataset"], os.path.basename(os.path.normpath(card["dataset"])))
     if args.method == "mtl" and not source_dataset:
         raise UserError("--method mtl trains on source programs: give --source-dataset")
     target = _load_domain(args.target_dataset, held, "--target-dataset")
@@ -143,10 +144,10 @@ def _main(args) -> int:
                      "seed": args.seed, "measured_programs": len(measured),
                      "measured_tasks": len(set(measured.groups.tolist())), "target_train_programs": len(target.train),
                      "fit_seconds": fit_s},
-        "source": {"model": os.path.abspath(args.source), "hardware_id": card.get("hardware", {}).get("hardware_id"),
-                   "dataset": os.path.abspath(source_dataset) if source_dataset else None,
+        "source": {"model": portable_path(args.source), "hardware_id": card.get("hardware", {}).get("hardware_id"),
+                   "dataset": portable_path(source_dataset) if source_dataset else None,
                    "dataset_manifest_sha256": src.manifest_sha256 if src else card.get("dataset_manifest_sha256")},
-        "dataset": os.path.abspath(args.target_dataset), "dataset_manifest_sha256": target.manifest_sha256,
+        "dataset": portable_path(args.target_dataset), "dataset_manifest_sha256": target.manifest_sha256,
         "hardware": target.data.manifest["hardware"], "held_out": held, "metrics": metrics,
         "git_commit": git_commit(), "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": versions(), "loadavg": loadavg(),
