@@ -175,22 +175,28 @@ def test_real_budget_reads_kept_sittings_by_the_fastest_round(tmp_path):
     def kept(arm, rounds_per_sitting):  # rounds_per_sitting[k][i]: sitting k, snapshot i
         folder = os.path.join(str(tmp_path), "m", rb.arm_dir(arm), "seed0")
         snaps = [{"fraction": f, "records": n, "elapsed_s": n / 2, "latency_ms": -1.0} for f, n in ((0.5, 10), (1.0, 20))]
-        sittings = [{"latency_ms": [-1.0, -1.0], "latency_ms_rounds": r} for r in rounds_per_sitting]
+        sittings = [{"latency_ms": [-1.0, -1.0], "latency_ms_rounds": r, "at": at}
+                    for r, at in zip(rounds_per_sitting, ("2026-12-04T10:00:00", "2026-12-05T01:00:00", "2026-12-06T00:00:00"))]
         _write(os.path.join(folder, "snapshots.json"), {"snapshots": snaps, "sittings": sittings, "timed_with": ["seed0"]})
         _write(os.path.join(folder, "report.json"), {"wall_s": {"tuning": 10.0}})
         return rb._result(arm, "m", 0, folder)
 
     stock = kept("stock-ms", [[[200, 201, 202], [120, 121, 122]]] * 3)  # steady: 120 at the full budget
-    ours = kept("ms-mlp+lr+nhwc", [[[115, 140, 141], [110, 139, 138]]] * 3)  # bimodal: fast rounds 115 / 110
+    # bimodal: fast rounds 115 / 110 (the last sitting, after the rule change: 119 / 118)
+    ours = kept("ms-mlp+lr+nhwc", [[[115, 140, 141], [110, 139, 138]]] * 2 + [[[119, 140, 141], [118, 139, 138]]])
     assert [s["latency_ms"] for s in ours["snapshots"]] == [115, 110] and ours["sittings"] == 3
     assert [s["latency_ms_median_rule"] for s in ours["snapshots"]] == [140, 138]
     summary = rb.summarize([stock, ours])["m"]["ms-mlp+lr+nhwc"]
     assert summary["speedup_trials_vs_stock"] == 2.0  # 115 <= 120 at 10 of stock's 20 records
     view = rb.summarize(rb.median_rule_view([stock, ours]))["m"]["ms-mlp+lr+nhwc"]
     assert view["speedup_trials_vs_stock"] is None and view["final_ratio_vs_stock"] == 138 / 121
+    # out of sample for the rule: the sittings timed after it alone (one here), provisional
+    fresh = rb.since_rule_view([stock, ours], str(tmp_path))
+    assert [r["sittings"] for r in fresh] == [1, 1] and [s["latency_ms"] for s in fresh[1]["snapshots"]] == [119, 118]
     md = rb.markdown(rb.summarize([stock, ours]), [stock, ours],
-                     {"command": "x", "trials_per_task": 64, "loadavg_start": [], "loadavg_end": []})
+                     {"command": "x", "trials_per_task": 64, "loadavg_start": [], "loadavg_end": []}, kept=str(tmp_path))
     assert "Secondary view, the rule until 2026-12-05" in md
+    assert "Out of sample for the rule" in md and "1 groups (m seed 0)" in md and "provisional: 1 of 3" in md
 
 
 def test_snapshot_sittings_median_and_restart(tmp_path):

@@ -279,6 +279,7 @@ def _result(arm: str, model: str, seed: int, folder: str) -> dict:
             "wall_s": (report.get("wall_s") or {}).get("tuning"), "loadavg": report.get("loadavg_end") or report.get("loadavg"),
             "cost_model_used": report.get("cost_model_used"), "hardware_id": report.get("hardware_id"),
             "sittings": len(snaps.get("sittings") or [None]),  # a file from before sittings were recorded: one
+            "sitting_times": [x.get("at") for x in snaps.get("sittings") or []],
             # arm folders timed in the same snapshots.py call ("../<arm>/seedN"; its own folder is "seedN")
             "timed_with": sorted({p.split("/")[1] for p in snaps.get("timed_with", []) if p.startswith("../")}
                                  | {arm_dir(arm)})}
@@ -525,6 +526,25 @@ def same_layout(arm: str, baseline: str) -> bool:
     return parse_arm(arm)[3:5] == parse_arm(baseline)[3:5]
 
 
+# When a sitting's reading became its fastest round (commit a9532ce). The rule was chosen after the verdict of
+# the median rule had been seen, so the table also reads the targets on the sittings timed after it alone.
+RULE_CHANGED_AT = "2026-12-05T03:36:39"
+
+
+def since_rule_view(runs: list[dict], folder: str) -> list[dict]:
+    """The runs re-read on the sittings timed after RULE_CHANGED_AT only (out of sample for the rule): a run
+    without such a sitting is left out. ``folder``: the kept runs (results_real/<hw>/runs)."""
+    out = []
+    for r in runs:
+        if "failed" in r or not any(t and t >= RULE_CHANGED_AT for t in r.get("sitting_times", [])):
+            continue
+        path = os.path.join(folder, r["model"], arm_dir(r["arm"]), f"seed{r['seed']}", "snapshots.json")
+        with open(path, encoding="utf-8") as f:
+            sittings = [x for x in json.load(f)["sittings"] if x.get("at") and x["at"] >= RULE_CHANGED_AT]
+        out.append(dict(r, snapshots=combine_sittings(r["snapshots"], sittings), sittings=len(sittings)))
+    return out
+
+
 def median_rule_view(runs: list[dict]) -> list[dict]:
     """The runs with every snapshot's latency read by the rule until 2026-12-05 (median over sittings of each
     sitting's median over its rounds): the secondary view beside the verdict."""
@@ -538,7 +558,8 @@ def median_rule_view(runs: list[dict]) -> list[dict]:
     return out
 
 
-def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = None) -> str:
+def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = None, kept: str | None = None) -> str:
+    """The README table; ``kept``: the folder of kept runs (for the view on sittings after the rule change)."""
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
     lines = [f"# Tuning efficiency at a real budget on {meta.get('hardware_id', 'this machine')} (measured compiled latency)", "",
              f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task as one global budget; load at start "
@@ -563,6 +584,13 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
             "Secondary view, the rule until 2026-12-05: the same targets with each sitting read as the median of "
             "its rounds instead of its fastest round (snapshots.py says why the fastest: the rounds of a sitting "
             "are bimodal on this VM)"))
+    fresh = since_rule_view(runs, kept) if kept else []
+    if fresh:
+        groups = sorted({(r["model"], r["seed"]) for r in fresh})
+        lines += done_when_lines(summarize(fresh), title=(
+            f"Out of sample for the rule: the same targets read on the sittings timed after it was set "
+            f"({RULE_CHANGED_AT}) alone, {len(groups)} groups ({', '.join(f'{m} seed {k}' for m, k in groups)}); "
+            f"fewer sittings, so provisional by construction"))
     for base, summ in (fair or {}).items():  # stock MetaSchedule with the same layouts as the arms compared
         lines += done_when_lines(summ, base, only=lambda a, b=base: same_layout(a, b))
     from stock_ms import NUM_TRIALS_PER_ITER
@@ -675,7 +703,7 @@ def main(argv=None) -> int:
         meta["curves"] = "curves.png"
     write_json(os.path.join(out, "real_budget.json"), {"meta": meta, "summary": summary,
                                                        "summary_vs_fair_stock": fair, "runs": runs})
-    table = markdown(summary, runs, meta, fair)
+    table = markdown(summary, runs, meta, fair, kept=os.path.join(out, "runs"))
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(table)
     write_index(args.out)
