@@ -15,7 +15,7 @@ PROGRAMS ?= 100
 .PHONY: setup tune test test-slow test-fast lint bench clean-venv collect gpu-bundle features train-costmodel tune-costmodel-hparams \
 	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer \
 	transfer-costmodel experiments-transfer experiments-transfer-quick \
-	experiments-active-learning experiments-active-learning-quick
+	experiments-active-learning experiments-active-learning-quick experiments-active-learning-real
 
 setup: $(VENV_STAMP)
 
@@ -117,6 +117,10 @@ experiments-active-learning: features
 
 experiments-active-learning-quick: setup
 	$(PY) experiments/active_learning/run.py --quick
+
+# issue 13's real run: new programs picked by rdu vs at random on this machine (~25 min, run it alone)
+experiments-active-learning-real: setup
+	$(PY) experiments/active_learning/real_collection.py
 
 # Cross-hardware transfer (issue 14): a cost model for DST's hardware from the SRC hardware's model
 # (models/$(SRC)/$(KIND)), using FRACTION of DST's training programs; writes models/<DST hardware>/$(KIND)/.

@@ -81,3 +81,31 @@ def test_torn_last_line_is_skipped(tmp_path):
     path = tmp_path / "runs.jsonl"
     path.write_text(json.dumps(_run("xgb", "rdu", 0.1, 0, 0.5)) + "\n" + '{"kind": "xgb", "samp')
     assert len(run.read_runs(str(path))) == 1
+
+
+def test_real_collection_scores_each_arm_without_the_held_out_tasks(tmp_path):
+    """experiments/active_learning/real_collection.py --summarize-only on two collected arms (here: copies of
+    the tiny dataset): each arm's programs without the tasks a held-out model uses, one model per arm scored on
+    the held-out programs, the sampler's difference from random in the table."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(HERE))
+    work, out = tmp_path / "work", tmp_path / "out"
+    for arm in ("random-seed0", "rdu-seed0"):
+        shutil.copytree(os.path.join(root, "tests", "data", "tiny_dataset"), work / arm)
+    script = os.path.join(root, "experiments", "active_learning", "real_collection.py")
+    res = subprocess.run([sys.executable, script, "--quick", "--summarize-only", "--work", str(work), "--out",
+                          str(out)], cwd=root, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [(r["sampler"], r["kind"]) for r in rows] == [("random", "xgb"), ("rdu", "xgb")]
+    for r in rows:  # the 5 tasks of the held-out model "tiny" are not trained on; 8 others are
+        assert r["dropped_tasks"] == 5 and r["tasks"] == 8 and 0 <= r["top1"] <= 1 and set(r["per_model"]) == {"tiny"}
+    md = (out / "README.md").read_text()
+    assert "| rdu | 0 | xgb |" in md and "- rdu - random, seed 0, xgb: top-1 +0.000" in md  # the same programs
+    res = subprocess.run([sys.executable, script, "--measure-fraction", "0", "--summarize-only"], cwd=root,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 2 and "--measure-fraction 0.0: must be in (0, 1]" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
