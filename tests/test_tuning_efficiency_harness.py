@@ -315,7 +315,7 @@ def test_transferred_model_arm(tmp_path, monkeypatch):
     monkeypatch.setattr(rb, "TRANSFER_MODELS", str(tmp_path))
     cmd = rb.arm_command("ms-mlp@ckd10+lr+nhwc+first4", "m", 0, "wd", 32, 64, hardware="hw")
     assert cmd[cmd.index("--cost-model") + 1] == "ms-mlp"
-    assert cmd[cmd.index("--cost-model-path") + 1] == os.path.join(str(tmp_path), "ckd10", "hw", "ms-mlp")
+    assert cmd[cmd.index("--cost-model-path") + 1] == os.path.relpath(os.path.join(str(tmp_path), "ckd10", "hw", "ms-mlp"), rb.ROOT)
     assert "--cost-model-path" not in rb.arm_command("ms-mlp+lr", "m", 0, "wd", 32, 64, hardware="hw")
     assert rb.mlp_arm("ms-mlp@ckd10+lr+nhwc+first4") == "ms-mlp+lr+nhwc"  # compared with the untransferred MS-MLP
     args = argparse.Namespace(models="resnet50", seeds="0", arms="stock-ms,ms-mlp@ckd10+lr", hardware="hw")

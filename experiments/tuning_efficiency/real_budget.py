@@ -141,7 +141,8 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
                 "--trials-per-task", str(trials_per_task), "--seed", str(seed), "--conv-layout", conv_layout,
                 *(["--layout-rewrite"] if layout_rewrite else [])]
     return [sys.executable, "-m", "autotune.tune", "--model", model, "--cost-model", name,
-            *(["--cost-model-path", model_dir] if model_dir else []),
+            # relative to the repository (the command's cwd): the report names the same folder in any clone
+            *(["--cost-model-path", os.path.relpath(model_dir, ROOT)] if model_dir else []),
             *(["--online-update", online] if online else []),
             *(["--batch-selection", selection] if selection else []), "--trials", str(budget),
             "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
