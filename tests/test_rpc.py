@@ -26,12 +26,17 @@ def test_collect_through_rpc(tmp_path, cli, tracker):
     res = cli("autotune.collect", "--out", out, "--models", "tiny_mlp", "--synthetic", "0", "--pass-size", "4",
               "--programs-per-task", "4", "--rpc-tracker", addr, "--rpc-key", key, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    table = read_records(out, valid_only=True)
-    assert table.num_rows == 8  # tiny_mlp: 2 tasks x 4 programs, all measured on the server
+    table = read_records(out)
+    # tiny_mlp: 2 tasks x 4 proposed programs, every one measured on the server without failing. A task's small
+    # design space can propose a program twice in a batch; it is measured once (CI saw 7 of 8 that way)
+    traces = table.column("trace").to_pylist()
+    assert 6 <= table.num_rows <= 8 and len(set(traces)) == table.num_rows
+    assert read_records(out, valid_only=True).num_rows == table.num_rows
+    assert len(set(table.column("task_key").to_pylist())) == 2
     manifest = read_manifest(out)
     assert manifest["hardware"]["measured_via"] == f"rpc:{key}"
     run = manifest["collection_runs"][-1]
-    assert run["programs"] == 8 and run["run_s"] > 0
+    assert run["programs"] == table.num_rows and run["run_s"] > 0
 
 
 @pytest.mark.slow
