@@ -191,10 +191,10 @@ def test_real_budget_reads_kept_sittings_by_the_fastest_round(tmp_path):
     view = rb.summarize(rb.median_rule_view([stock, ours]))["m"]["ms-mlp+lr+nhwc"]
     assert view["speedup_trials_vs_stock"] is None and view["final_ratio_vs_stock"] == 138 / 121
     # out of sample for the rule: the sittings timed after it alone (one here), provisional
-    fresh = rb.since_rule_view([stock, ours], str(tmp_path))
+    fresh = rb.since_rule_view([stock, ours])
     assert [r["sittings"] for r in fresh] == [1, 1] and [s["latency_ms"] for s in fresh[1]["snapshots"]] == [119, 118]
     md = rb.markdown(rb.summarize([stock, ours]), [stock, ours],
-                     {"command": "x", "trials_per_task": 64, "loadavg_start": [], "loadavg_end": []}, kept=str(tmp_path))
+                     {"command": "x", "trials_per_task": 64, "loadavg_start": [], "loadavg_end": []})
     assert "Secondary view, the rule until 2026-12-05" in md
     assert "Out of sample for the rule" in md and "1 groups (m seed 0)" in md and "provisional: 1 of 3" in md
 

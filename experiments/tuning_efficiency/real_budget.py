@@ -280,7 +280,7 @@ def _result(arm: str, model: str, seed: int, folder: str) -> dict:
             "wall_s": (report.get("wall_s") or {}).get("tuning"), "loadavg": report.get("loadavg_end") or report.get("loadavg"),
             "cost_model_used": report.get("cost_model_used"), "hardware_id": report.get("hardware_id"),
             "sittings": len(snaps.get("sittings") or [None]),  # a file from before sittings were recorded: one
-            "sitting_times": [x.get("at") for x in snaps.get("sittings") or []],
+            "sitting_records": snaps.get("sittings") or [],  # as timed (their rounds): views re-read them
             # arm folders timed in the same snapshots.py call ("../<arm>/seedN"; its own folder is "seedN")
             "timed_with": sorted({p.split("/")[1] for p in snaps.get("timed_with", []) if p.startswith("../")}
                                  | {arm_dir(arm)})}
@@ -532,17 +532,14 @@ def same_layout(arm: str, baseline: str) -> bool:
 RULE_CHANGED_AT = "2026-12-05T03:36:39"
 
 
-def since_rule_view(runs: list[dict], folder: str) -> list[dict]:
+def since_rule_view(runs: list[dict]) -> list[dict]:
     """The runs re-read on the sittings timed after RULE_CHANGED_AT only (out of sample for the rule): a run
-    without such a sitting is left out. ``folder``: the kept runs (results_real/<hw>/runs)."""
+    without such a sitting is left out."""
     out = []
     for r in runs:
-        if "failed" in r or not any(t and t >= RULE_CHANGED_AT for t in r.get("sitting_times", [])):
-            continue
-        path = os.path.join(folder, r["model"], arm_dir(r["arm"]), f"seed{r['seed']}", "snapshots.json")
-        with open(path, encoding="utf-8") as f:
-            sittings = [x for x in json.load(f)["sittings"] if x.get("at") and x["at"] >= RULE_CHANGED_AT]
-        out.append(dict(r, snapshots=combine_sittings(r["snapshots"], sittings), sittings=len(sittings)))
+        sittings = [x for x in r.get("sitting_records", []) if x.get("at") and x["at"] >= RULE_CHANGED_AT]
+        if "failed" not in r and sittings:
+            out.append(dict(r, snapshots=combine_sittings(r["snapshots"], sittings), sittings=len(sittings)))
     return out
 
 
@@ -559,8 +556,7 @@ def median_rule_view(runs: list[dict]) -> list[dict]:
     return out
 
 
-def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = None, kept: str | None = None) -> str:
-    """The README table; ``kept``: the folder of kept runs (for the view on sittings after the rule change)."""
+def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = None) -> str:
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
     lines = [f"# Tuning efficiency at a real budget on {meta.get('hardware_id', 'this machine')} (measured compiled latency)", "",
              f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task as one global budget; load at start "
@@ -585,7 +581,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
             "Secondary view, the rule until 2026-12-05: the same targets with each sitting read as the median of "
             "its rounds instead of its fastest round (snapshots.py says why the fastest: the rounds of a sitting "
             "are bimodal on this VM)"))
-    fresh = since_rule_view(runs, kept) if kept else []
+    fresh = since_rule_view(runs)
     if fresh:
         groups = sorted({(r["model"], r["seed"]) for r in fresh})
         lines += done_when_lines(summarize(fresh), title=(
@@ -702,9 +698,10 @@ def main(argv=None) -> int:
     if any("failed" not in r for r in runs):
         plot_curves(runs, os.path.join(out, "curves.png"))
         meta["curves"] = "curves.png"
+    kept_runs = [{k: v for k, v in r.items() if k != "sitting_records"} for r in runs]  # in their snapshots.json
     write_json(os.path.join(out, "real_budget.json"), {"meta": meta, "summary": summary,
-                                                       "summary_vs_fair_stock": fair, "runs": runs})
-    table = markdown(summary, runs, meta, fair, kept=os.path.join(out, "runs"))
+                                                       "summary_vs_fair_stock": fair, "runs": kept_runs})
+    table = markdown(summary, runs, meta, fair)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(table)
     write_index(args.out)

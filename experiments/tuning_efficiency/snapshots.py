@@ -44,13 +44,13 @@ from autotune.cli import loadavg, write_json  # noqa: E402
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
 MIN_SITTINGS = 3  # sittings per group before its latencies are read (median over sittings)
+RECORDS = "database_tuning_record.json"
+WORKLOADS = "database_workload.json"
 
 
 def sitting_latency(rounds_ms: list[float]) -> float:
     """One sitting's reading of a snapshot: the fastest of its rounds (interference only adds time)."""
     return min(rounds_ms)
-RECORDS = "database_tuning_record.json"
-WORKLOADS = "database_workload.json"
 
 
 def record_lines(work_dir: str) -> list[bytes]:

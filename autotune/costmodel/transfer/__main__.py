@@ -16,8 +16,8 @@ import os
 import time
 
 from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json
-from autotune.errors import UserError
 from autotune.data.store import portable_path, recorded_dataset
+from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.transfer")
 HELD_OUT = "resnet50,mobilenet_v2,bert_base"
