@@ -109,6 +109,8 @@ def test_real_collection_scores_each_arm_without_the_held_out_tasks(tmp_path):
     assert (work / "rdu-seed0" / "features" / "per_store.npz").exists()
     md = (out / "README.md").read_text()
     assert "| rdu | 0 | xgb |" in md and "- rdu - random, seed 0, xgb: top-1 +0.000" in md  # the same programs
+    rdu_row = next(line for line in md.splitlines() if line.startswith("| rdu | xgb | 1 |"))  # over seeds
+    assert rdu_row.endswith("| 0.000 ± 0.000 | 0.000 ± 0.000 |"), rdu_row
     res = subprocess.run([sys.executable, script, "--measure-fraction", "0", "--summarize-only"], cwd=root,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 2 and "--measure-fraction 0.0: must be in (0, 1]" in res.stderr
