@@ -35,12 +35,16 @@ $(VENV_STAMP): pyproject.toml
 tune: setup
 	$(PY) -m autotune.tune --model $(MODEL) --target $(TARGET) --trials $(TRIALS)
 
-# The README's test command (<= 10 min here): everything but the cases marked slow, which CI runs too
+# The README's test command (<= 10 min here): everything but the cases marked slow, which CI runs too.
+# TEST_WORKERS pytest-xdist processes, each running whole test files (module fixtures are built once);
+# TEST_WORKERS=0 runs every case in this one process.
+TEST_WORKERS ?= 2
+PYTEST_PAR = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 test: setup
-	$(PY) -m pytest -q -m "not slow" --durations=20
+	$(PY) -m pytest -q -m "not slow" --durations=20 $(PYTEST_PAR)
 
 test-slow: setup
-	$(PY) -m pytest -q -m slow --durations=20
+	$(PY) -m pytest -q -m slow --durations=20 $(PYTEST_PAR)
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not tvm and not slow"
