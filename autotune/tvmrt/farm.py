@@ -36,6 +36,15 @@ def local_farm(key: str, timeout: float = 60.0) -> Iterator[str]:
         yield addr
 
 
+def start_tracker(port: int, port_end: int) -> subprocess.Popen:
+    """A TVM RPC tracker on 127.0.0.1 in a session of its own: ``tvm.exec.rpc_tracker`` serves from a
+    PopenWorker child that outlives a signal to the parent alone (each test farm left one behind, ~0.5 GB,
+    until they were stopped by process group with ``kill_server``)."""
+    return subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
+                             "--port-end", str(port_end)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
 def start_server(tracker_port: int, key: str) -> subprocess.Popen:
     """One RPC server on 127.0.0.1 registered at the tracker under ``key`` (``--port-end`` is passed
     because TVM's default search range ends at 9199)."""
@@ -46,8 +55,8 @@ def start_server(tracker_port: int, key: str) -> subprocess.Popen:
 
 
 def kill_server(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """Kill a server started by ``start_server`` with its process group: TVM's ``rpc_server`` serves from
-    a child process, which outlives a signal to the parent alone."""
+    """Kill a server started by ``start_server`` (or a tracker by ``start_tracker``) with its process group:
+    TVM's ``rpc_server`` serves from a child process, which outlives a signal to the parent alone."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
     proc.wait(timeout=30)
@@ -66,9 +75,7 @@ def local_farm_servers(key: str, n: int, timeout: float = 60.0) -> Iterator[tupl
     """A tracker and ``n`` servers under ``key``; yields ("host:port", the servers' Popen objects), so a
     test can kill servers mid-run. Servers the caller appends to that list are stopped too."""
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
-                               str(port), "--port-end", str(port + 20)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [start_tracker(port, port + 20)]
     servers: list = []
     try:
         time.sleep(2)
@@ -79,5 +86,4 @@ def local_farm_servers(key: str, n: int, timeout: float = 60.0) -> Iterator[tupl
     finally:
         for p in procs[1:] + [p for p in servers if p not in procs]:
             kill_server(p, signal.SIGTERM)
-        procs[0].terminate()
-        procs[0].wait(timeout=30)
+        kill_server(procs[0], signal.SIGTERM)  # the tracker, with the child it serves from

@@ -5,6 +5,7 @@ retries and a run that "succeeds" having measured nothing."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -45,11 +46,10 @@ def test_port_that_is_not_a_tracker():
 
 @pytest.fixture
 def bare_tracker():
-    from autotune.tvmrt.farm import free_port
+    from autotune.tvmrt.farm import free_port, kill_server, start_tracker
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
-                             "--port-end", str(port + 1)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_tracker(port, port + 1)
     try:
         deadline = time.time() + 60
         while True:
@@ -61,8 +61,7 @@ def bare_tracker():
                 time.sleep(0.5)
         yield port
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        kill_server(proc, signal.SIGTERM)
 
 
 def test_server_that_never_registers(bare_tracker):
