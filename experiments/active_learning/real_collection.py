@@ -53,33 +53,28 @@ def arm_dataset(sampler: str, seed: int, work: str) -> str:
     return os.path.join(work, f"{sampler}-seed{seed}")
 
 
-def ensure_features(arm_root: str) -> None:
-    """Derives the arm's per-store feature cache when it does not cover the collected rows: ``autotune.collect``
-    measures and stores programs, the cache is a TVM-side step of its own (~1 s per 128 programs)."""
-    from autotune.data.feature_cache import StaleFeatureCache, read_features
-    from autotune.data.store import read_records
-    from autotune.errors import UserError
-
-    table = read_records(arm_root)
-    try:
-        read_features(arm_root, table.column("task_key").to_pylist(), table.column("trace").to_pylist())
-        return
-    except StaleFeatureCache:
-        pass
-    print(f"{time.strftime('%H:%M:%S')} deriving the feature cache of {arm_root}", flush=True)
-    res = subprocess.run([sys.executable, "-m", "autotune.collection.features", arm_root], cwd=ROOT,
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        tail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}"
-        raise UserError(f"{arm_root}: deriving its feature cache failed: {tail}")
+def _stderr_tail(res: subprocess.CompletedProcess) -> str:
+    """The last line a failed subprocess wrote to stderr (its one-line error), or its exit code."""
+    return res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}"
 
 
 def train_rows(arm_root: str, held_keys: set[str]):
-    """An arm's measured programs as TrainingData, without the tasks a held-out model also uses."""
+    """An arm's measured programs as TrainingData, without the tasks a held-out model also uses. An arm as
+    ``autotune.collect`` leaves it has no feature cache (a TVM-side step of its own, ~1 s per 128 programs):
+    it is derived then, and the data read again."""
     from autotune.costmodel.data import load_training_data
+    from autotune.data.feature_cache import StaleFeatureCache
+    from autotune.errors import UserError
 
-    ensure_features(arm_root)
-    data = load_training_data(arm_root)
+    try:
+        data = load_training_data(arm_root)
+    except StaleFeatureCache:
+        print(f"{time.strftime('%H:%M:%S')} deriving the feature cache of {arm_root}", flush=True)
+        res = subprocess.run([sys.executable, "-m", "autotune.collection.features", arm_root], cwd=ROOT,
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise UserError(f"{arm_root}: deriving its feature cache failed: {_stderr_tail(res)}") from None
+        data = load_training_data(arm_root)
     keep = [k for k in data.task_keys if k not in held_keys]
     return data.select_tasks(keep), len(data.task_keys) - len(keep)
 
@@ -228,8 +223,7 @@ def main(argv=None) -> int:
                 res = subprocess.run(collect_command(sampler, seed, root, args), cwd=ROOT, capture_output=True,
                                      text=True)
                 if res.returncode != 0:
-                    tail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}"
-                    rows.append({"sampler": sampler, "seed": seed, "missing": f"collect failed: {tail}"})
+                    rows.append({"sampler": sampler, "seed": seed, "missing": f"collect failed: {_stderr_tail(res)}"})
                     continue
             if not os.path.exists(os.path.join(root, "manifest.json")):
                 rows.append({"sampler": sampler, "seed": seed, "missing": "not collected yet"})
