@@ -24,13 +24,23 @@ from torch import nn
 
 from .base import CostModel, ModelFileError
 from .inputs import ProgramBatch
-from .metrics import pairwise_accuracy
+from .metrics import pairwise_accuracy, top_k_score
 
 logger = logging.getLogger(__name__)
 
 WEIGHTS_FILE = "weights.pt"
 PREDICT_BATCH = 4096
 MAX_VAL_GROUP = 1000  # validation looks at most at this many programs of one task
+VAL_METRICS = ("pairwise", "topk")
+
+
+def validation_score(metric: str, y: np.ndarray, score: np.ndarray, groups: np.ndarray) -> float:
+    """Early stopping's score of a fit on validation programs (``y``: normalized throughput, higher is
+    better): ``pairwise`` accuracy, or ``topk`` = mean of the top-1 and top-5 scores, every task weighing 1."""
+    lat = 1.0 / np.maximum(y, 1e-12)  # latency relative to the task's best: orders as latency does
+    if metric == "pairwise":
+        return pairwise_accuracy(lat, score, groups)
+    return 0.5 * (top_k_score(lat, score, groups, {}, 1) + top_k_score(lat, score, groups, {}, 5))
 
 
 @contextmanager
@@ -45,14 +55,17 @@ def torch_threads(n: int) -> Iterator[None]:
 
 
 def lambda_rank_loss(
-    scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, sigma: float = 1.0, eps: float = 1e-10
+    scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, sigma: float = 1.0, eps: float = 1e-10,
+    gain_scale: float = 1.0,
 ) -> torch.Tensor:
     """LambdaLoss (NDCG-weighted pairwise logistic loss), one row per task group.
 
     ``scores``, ``y``, ``mask``: [G, P]; padded entries have ``mask`` False. Pairs (i, j) of one
     row with y_i > y_j cost ``-|Δ(1/D)|·|ΔG|·log σ(sigma·(s_i - s_j))`` where positions come from
-    the predicted order (as MetaSchedule's ``lambda_rank_loss``, batched over groups). Returns the
-    mean over groups of the per-group sum.
+    the predicted order (as MetaSchedule's ``lambda_rank_loss``, batched over groups) and gains
+    G = 2^(gain_scale·y) - 1: with y the normalized throughput in (0, 1], ``gain_scale`` > 1 puts the
+    weight on the order among the fastest programs (what top-1 reads). Returns the mean over groups of
+    the per-group sum.
     """
     n_groups, width = scores.shape
     y = y.masked_fill(~mask, 0.0)
@@ -62,8 +75,8 @@ def lambda_rank_loss(
     m = mask.gather(1, order)
     disc = torch.log2(torch.arange(2, width + 2, device=scores.device, dtype=scores.dtype))
     ideal = y.sort(dim=1, descending=True).values
-    max_dcg = ((torch.pow(2.0, ideal) - 1.0) / disc).sum(1).clamp_min(eps)
-    gain = (torch.pow(2.0, t) - 1.0) / max_dcg[:, None]
+    max_dcg = ((torch.pow(2.0, gain_scale * ideal) - 1.0) / disc).sum(1).clamp_min(eps)
+    gain = (torch.pow(2.0, gain_scale * t) - 1.0) / max_dcg[:, None]
     inv = 1.0 / disc
     weight = (inv[:, None] - inv[None, :]).abs()[None] * (gain[:, :, None] - gain[:, None, :]).abs()
     pairs = m[:, :, None] & m[:, None, :] & (t[:, :, None] > t[:, None, :])
@@ -136,8 +149,13 @@ class TorchRankerModel(CostModel):
 
     def __init__(self, *, epochs: int = 30, lr: float = 2e-3, weight_decay: float = 1e-2, batch_groups: int = 8,
                  min_batches: int = 16, max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 10,
-                 mse_weight: float = 0.0, grad_clip: float = 1.0, seed: int = 0, num_threads: int = 2,
-                 device: str = "cpu") -> None:
+                 mse_weight: float = 0.0, grad_clip: float = 1.0, gain_scale: float = 1.0,
+                 val_metric: str = "pairwise", seed: int = 0, num_threads: int = 2, device: str = "cpu") -> None:
+        """``gain_scale``: the LambdaRank gains' sharpness (``lambda_rank_loss``); ``val_metric``: what early
+        stopping keeps the best epoch by, ``pairwise`` accuracy or ``topk`` (mean of the validation tasks'
+        top-1 and top-5 scores, each task weighing 1)."""
+        if val_metric not in VAL_METRICS:
+            raise ValueError(f"val_metric: unknown {val_metric!r}; valid: {', '.join(VAL_METRICS)}")
         self._store_params(locals())
 
     @abstractmethod
@@ -207,7 +225,8 @@ class TorchRankerModel(CostModel):
                 out = net(*self._inputs(X, idx, device))  # [n, heads]
                 target = y_t[idx].to(device)
                 pad_s, pad_y, mask = pad_groups(batch, out, target)
-                loss = sum(lambda_rank_loss(pad_s[..., h], pad_y, mask) for h in range(out.shape[1]))
+                loss = sum(lambda_rank_loss(pad_s[..., h], pad_y, mask, gain_scale=self.gain_scale)
+                           for h in range(out.shape[1]))
                 if self.mse_weight:
                     loss = loss + self.mse_weight * ((out - target[:, None]) ** 2).mean()
                 opt.zero_grad(set_to_none=True)
@@ -219,13 +238,12 @@ class TorchRankerModel(CostModel):
             seen += len(train)
             msg = f"epoch {epoch}: loss {total / max(len(chunks), 1):.4f}"
             acc = (
-                # y is throughput (higher is better): -y orders programs as latency does
-                pairwise_accuracy(-y[val], self._scores(net, X, val, device).mean(1), groups[val])
+                validation_score(self.val_metric, y[val], self._scores(net, X, val, device).mean(1), groups[val])
                 if len(val)
                 else float("nan")
             )
             if not np.isnan(acc):  # validation groups without any ordered pair cannot stop training
-                msg += f", validation pairwise accuracy {acc:.4f}"
+                msg += f", validation {self.val_metric} {acc:.4f}"
                 if acc > best_acc:
                     best_acc, best_epoch, bad = acc, epoch, 0
                     best_state = copy.deepcopy(net.state_dict())
@@ -239,7 +257,8 @@ class TorchRankerModel(CostModel):
         return {
             "epochs_run": epoch + 1,
             "best_epoch": best_epoch if best_state is not None else epoch,
-            "val_pairwise_accuracy": best_acc if best_state is not None else None,
+            f"val_{'pairwise_accuracy' if self.val_metric == 'pairwise' else self.val_metric}":
+                best_acc if best_state is not None else None,
             "train_programs_per_s": seen / spent if spent else None,
         }
 
