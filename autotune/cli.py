@@ -127,6 +127,16 @@ def loadavg() -> list[float] | None:
     return None
 
 
+def host_cpu() -> str:
+    """This machine's CPU as /proc/cpuinfo names it, with its core count (TVM-free: where a timing on the
+    learning side ran, e.g. "Intel(R) Xeon(R) Processor, 2 cores"; the TVM side names hardware by its id)."""
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    return f"{name}, {os.cpu_count()} cores"
+
+
 def write_results(json_path: str, data: dict, md_path: str, table: str) -> None:
     """A run's results as the project keeps them: ``data`` as JSON and ``table`` as markdown (folders
     made as needed); the table is printed too."""

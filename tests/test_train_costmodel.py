@@ -4,6 +4,8 @@ comparison over seeds (paired differences, done-when block) on hand-made rows.""
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -177,3 +179,35 @@ def test_train_bad_input(cli, tmp_path, args, expected):
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, *args, "--models-dir", str(tmp_path),
               "--results", str(tmp_path), timeout=300)
     assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr
+
+
+def test_t2_mixers_script(cli, tmp_path):
+    """experiments/costmodel/t2_mixers.py on the tiny dataset: it reads make train-costmodel's rows, trains the
+    LSTM and attention arms, measures every arm's throughput, writes the table and plot; a second run reuses
+    the trained arms (resumable) and a missing comparison is a one-line error."""
+    models, results, out = tmp_path / "models", tmp_path / "results", tmp_path / "t2"
+    res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick", "--seeds", "1",
+              "--models", "xgb,ms-xgb,ms-mlp,seq", "--models-dir", str(models), "--results", str(results), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    script = os.path.join(ROOT, "experiments", "costmodel", "t2_mixers.py")
+    args = [script, "--dataset", TEST_DATASET, "--comparison", str(results / "comparison.json"), "--models-dir",
+            str(models), "--out", str(out), "--seeds", "1", "--rounds", "1", "--quick"]
+
+    def run(*a):
+        return subprocess.run([sys.executable, *a], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    res = run(*args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    t2 = json.loads((out / "t2.json").read_text())
+    assert set(t2["rows"]) == {"seq", "seq-lstm", "seq-attention", "ms-mlp", "ms-xgb", "xgb"}
+    for kind, row in t2["rows"].items():
+        assert row["predict_programs_per_s"] > 0 and row["model_bytes"] > 0, kind
+        assert 0 < row["over_seeds"]["all"]["mean"]["top1"] <= 1, kind
+    assert t2["rows"]["seq-lstm"]["parameters"] > 0 and t2["rows"]["seq-attention"]["source"] == "trained here"
+    table = (out / "t2.md").read_text()
+    assert "1.20x lower" in table and "seq with attention" in table and (out / "t2_pareto.png").stat().st_size > 0
+    stamp = (out / "seq-lstm.json").stat().st_mtime_ns
+    assert run(*args).returncode == 0
+    assert (out / "seq-lstm.json").stat().st_mtime_ns == stamp  # not retrained
+    res = run(*args[:4], str(tmp_path / "none.json"), *args[5:])
+    assert res.returncode == 2 and "make train-costmodel" in res.stderr

@@ -21,7 +21,16 @@ import time
 
 import numpy as np
 
-from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json, write_results
+from autotune.cli import (
+    git_commit,
+    host_cpu,
+    loadavg,
+    run_main,
+    setup_logging,
+    versions,
+    write_json,
+    write_results,
+)
 from autotune.data.splits import HELD_OUT_MODELS
 from autotune.data.store import portable_path
 from autotune.errors import UserError
@@ -175,7 +184,8 @@ def _main(args) -> int:
     result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
               "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds, "paired": pairs,
               "models_dir_bytes": folder_bytes(args.models_dir),
-              "done_when": done_when(rows, folder_bytes(args.models_dir)), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick}
+              "done_when": done_when(rows, folder_bytes(args.models_dir)), "measured_on": host_cpu(), "loadavg": loadavg(),
+              "git_commit": git_commit(), "quick": args.quick}
     write_results(os.path.join(args.results, "comparison.json"), result, os.path.join(args.results, "comparison.md"),
                   markdown_table(result))
     return 0
@@ -324,7 +334,8 @@ def markdown_table(result: dict) -> str:
     held, rows = result["held_out"], result["rows"]
     lines = [f"# Cost models on {result['hardware_id']} (held-out models: {', '.join(held)})", "",
              f"Train programs: {result['train_programs']}. Seeds {result['seeds']}. Dataset manifest sha256 "
-             f"{result['dataset_manifest_sha256'][:12]}, commit {str(result['git_commit'])[:10]}, load {result['loadavg']}"
+             f"{result['dataset_manifest_sha256'][:12]}, commit {str(result['git_commit'])[:10]}. Fits, timings and "
+             f"programs/s measured on {result.get('measured_on', 'an unrecorded machine')}, load {result['loadavg']}"
              + (" (--quick: small models, numbers are a smoke test)" if result.get("quick") else "") + ".", "",
              "## Held-out scores, mean ± sd over seeds", "",
              "Views: `all` = every measured program of a held-out model's tasks (TenSet/TLP); `search` = only the "
