@@ -13,7 +13,7 @@ from autotune.testing.programs import synthetic
 
 QUICK = {"xgb": {"n_estimators": 60}, "xgb-reg": {"n_estimators": 60}, "ms-xgb": {"n_estimators": 200},
          "ms-mlp": {"epochs": 15}, "seq": {"epochs": 15}, "seq-lstm": {"epochs": 4},
-         "seq-rows": {"epochs": 15}}
+         "seq-rows": {"epochs": 15}, "seq-top": {"epochs": 15}}
 
 
 @pytest.fixture(scope="module")

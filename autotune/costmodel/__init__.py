@@ -20,6 +20,8 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     "seq": ("autotune.costmodel.seq", "SeqCostModel", {}),
     "seq-lstm": ("autotune.costmodel.seq", "SeqCostModel", {"mixer": "lstm"}),
     "seq-rows": ("autotune.costmodel.seq", "SeqCostModel", {"store_mode": "rows"}),
+    # seq trained for the top of the order: LambdaRank gains 2^(4y) - 1 instead of 2^y - 1
+    "seq-top": ("autotune.costmodel.seq", "SeqCostModel", {"gain_scale": 4.0}),
     "random": ("autotune.costmodel.random_model", "RandomCostModel", {}),
 }
 

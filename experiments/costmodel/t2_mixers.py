@@ -49,6 +49,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="alternating throughput rounds (default: %(default)s)")
     ap.add_argument("--force", action="store_true", help="retrain arms whose results exist")
     ap.add_argument("--quick", action="store_true", help="3 epochs per trained arm (tests; numbers are a smoke test)")
+    ap.add_argument("--train-only", action="store_true",
+                    help="train the LSTM and attention arms and stop (no comparison needed yet: it can run beside "
+                         "make train-costmodel; a later run without this flag reuses them)")
     args = ap.parse_args(argv)
     return run_main(lambda: _main(args))
 
@@ -56,28 +59,23 @@ def main(argv=None) -> int:
 def _main(args) -> int:
     if args.seeds < 1 or args.rounds < 1:
         raise UserError("--seeds and --rounds: positive integers")
-    if not os.path.exists(args.comparison):
-        raise UserError(f"--comparison: {args.comparison} does not exist; run `make train-costmodel` first")
-    with open(args.comparison, encoding="utf-8") as f:
-        comparison = json.load(f)
-    if comparison.get("format") != 2:
-        raise UserError(f"--comparison: {args.comparison} is not format 2; rerun `make train-costmodel`")
+    comparison = None if args.train_only else _read_comparison(args.comparison)
     setup_logging()
     from autotune.costmodel import load
     from autotune.costmodel.data import load_training_data
     from autotune.costmodel.evaluate import over_seeds
     from autotune.costmodel.train import train_seeds
-    from autotune.data.splits import split_by_model
+    from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     data = load_training_data(args.dataset)
     hw = data.manifest["hardware"]["hardware_id"]
-    held = comparison["held_out"]
+    held = comparison["held_out"] if comparison else HELD_OUT_MODELS
     train_keys, test_keys = split_by_model({k: data.tasks[k] for k in data.task_keys}, held)
     train = data.select_tasks(train_keys)
     seeds = list(range(args.seeds))
     rows, models = {}, {}
-    by_kind = {r["kind"]: r for r in comparison["rows"]}
-    for kind in FROM_COMPARISON:
+    by_kind = {r["kind"]: r for r in comparison["rows"]} if comparison else {}
+    for kind in FROM_COMPARISON if comparison else ():
         if kind not in by_kind:
             raise UserError(f"--comparison: no {kind!r} row; run `make train-costmodel`")
         r = by_kind[kind]
@@ -98,6 +96,8 @@ def _main(args) -> int:
                       "fit_seconds_per_seed": fits["fit_seconds"], "params": params, "source": "trained here"}
         write_json(arm_json, rows[kind])
         models[kind] = fits["model"]
+    if args.train_only:
+        return 0
     for kind, model in models.items():
         rows[kind]["parameters"] = model.num_parameters() if hasattr(model, "num_parameters") else None
         rows[kind]["model_bytes"] = _folder_bytes(os.path.join(args.models_dir, hw, kind)) if kind in FROM_COMPARISON \
@@ -112,6 +112,16 @@ def _main(args) -> int:
     _plot(rows, os.path.join(args.out, "t2_pareto.png"))
     write_results(os.path.join(args.out, "t2.json"), result, os.path.join(args.out, "t2.md"), markdown(result))
     return 0
+
+
+def _read_comparison(path: str) -> dict:
+    if not os.path.exists(path):
+        raise UserError(f"--comparison: {path} does not exist; run `make train-costmodel` first")
+    with open(path, encoding="utf-8") as f:
+        comparison = json.load(f)
+    if comparison.get("format") != 2:
+        raise UserError(f"--comparison: {path} is not format 2; rerun `make train-costmodel`")
+    return comparison
 
 
 def _folder_bytes(path: str) -> int:
