@@ -211,3 +211,13 @@ def test_t2_mixers_script(cli, tmp_path):
     assert (out / "seq-lstm.json").stat().st_mtime_ns == stamp  # not retrained
     res = run(*args[:4], str(tmp_path / "none.json"), *args[5:])
     assert res.returncode == 2 and "make train-costmodel" in res.stderr
+    # top1_analysis reads the same saved models: loss shares per held-out model and the ensembles
+    script = os.path.join(ROOT, "experiments", "costmodel", "top1_analysis.py")
+    res = run(script, "--dataset", TEST_DATASET, "--models-dir", str(models), "--held-out", "tiny", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    t1 = json.loads((out / "top1_analysis.json").read_text())
+    assert set(t1["models"]) == {"xgb", "ms-xgb", "ms-mlp", "seq"}
+    for kind, per in t1["losses"].items():
+        assert 0 < per["tiny"]["top1"] <= 1
+        assert per["tiny"]["top1"] == pytest.approx(t1["ensembles"][kind]["per_model"]["tiny"]["top1"])
+    assert "seq + ms-xgb" in t1["ensembles"]

@@ -1,5 +1,5 @@
-"""experiments/costmodel/offline_vs_tuning.py: the rank agreement on hand-made results, and the script on the
-committed result files."""
+"""experiments/costmodel/offline_vs_tuning.py (rank agreement on hand-made results, the script on the committed
+result files) and top1_analysis.py (loss shares on a hand-computed case)."""
 
 import importlib.util
 import json
@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT
@@ -15,6 +16,9 @@ SCRIPT = os.path.join(ROOT, "experiments", "costmodel", "offline_vs_tuning.py")
 spec = importlib.util.spec_from_file_location("offline_vs_tuning", SCRIPT)
 ovt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ovt)
+spec = importlib.util.spec_from_file_location("top1_analysis", SCRIPT.replace("offline_vs_tuning", "top1_analysis"))
+t1a = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(t1a)
 
 
 def _rescored(scores: dict) -> dict:
@@ -45,3 +49,30 @@ def test_script_on_the_committed_results(tmp_path):
     bad = subprocess.run([sys.executable, SCRIPT, "--tuning", str(tmp_path / "none.json")], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "none.json" in bad.stderr
+
+
+class _Part:
+    """The fields per_task_losses reads from a TrainingData."""
+
+    def __init__(self, latency, groups, weights):
+        self.latency, self.groups, self.task_keys = np.asarray(latency), np.asarray(groups), ["t0", "t1"]
+        self._w = weights
+
+    def weights_for(self, model):
+        return self._w
+
+
+def test_loss_shares_add_up_to_one_minus_top1():
+    # task 0 (weight 2): best 1.0, the model picks 4.0; task 1 (weight 1): best 2.0 and picked
+    part = _Part([1.0, 4.0, 2.0, 3.0], [0, 0, 1, 1], {0: 2.0, 1: 1.0})
+    rows = t1a.per_task_losses(part, np.array([0.0, 1.0, 1.0, 0.0]), "m")
+    # weighted picks 2*4 + 1*2 = 10, best 2*1 + 1*2 = 4: top-1 0.4, task 0 loses 2*(4-1)/10
+    assert rows[0]["task"] == "t0" and rows[0]["loss_share"] == pytest.approx(0.6)
+    assert rows[0]["pick_over_best"] == pytest.approx(4.0)
+    assert rows[1]["loss_share"] == pytest.approx(0.0)
+    from autotune.costmodel.metrics import top_k_score
+
+    top1 = top_k_score(part.latency, np.array([0.0, 1.0, 1.0, 0.0]), part.groups, {0: 2.0, 1: 1.0}, 1)
+    assert 1 - sum(r["loss_share"] for r in rows) == pytest.approx(top1)
+    z = t1a.zscore_per_task(np.array([1.0, 3.0, 10.0, 30.0]), part.groups)
+    np.testing.assert_allclose(z, [-1, 1, -1, 1])
