@@ -12,7 +12,7 @@ TARGET ?= llvm
 DATASET ?= datasets/cpu-znver3-2c
 PROGRAMS ?= 100
 
-.PHONY: setup tune test test-slow test-fast lint bench clean-venv collect gpu-bundle features train-costmodel tune-costmodel-hparams \
+.PHONY: setup tune test test-slow test-fast lint bench clean-venv collect gpu-bundle features train-costmodel experiments-costmodel tune-costmodel-hparams \
 	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer \
 	transfer-costmodel experiments-transfer experiments-transfer-quick \
 	experiments-active-learning experiments-active-learning-quick experiments-active-learning-real
@@ -94,6 +94,13 @@ features: setup
 SEEDS ?= 3
 train-costmodel: features
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS)
+
+# After train-costmodel: TCL claim T2 (Mamba vs LSTM vs attention mixers, ~40 min of fits, resumable), where
+# held-out top-1 is lost and rank ensembles of the saved models, offline scores vs tuning (no training)
+experiments-costmodel: features
+	$(PY) experiments/costmodel/t2_mixers.py --dataset $(DATASET) --seeds $(SEEDS)
+	$(PY) experiments/costmodel/top1_analysis.py --dataset $(DATASET)
+	$(PY) experiments/costmodel/offline_vs_tuning.py
 
 # Optuna on the training tasks only; OBJECTIVE: top1 (validation top-1, default), pairwise or blend;
 # trials whose saved model would exceed MAX_MODEL_MB are pruned (models/ stays <= 40 MB)
