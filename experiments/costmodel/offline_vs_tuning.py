@@ -74,7 +74,9 @@ def markdown(result: dict) -> str:
     names = list(next(iter(per.values()))["metrics"])
     lines = ["# Offline ranking vs tuning: do the held-out scores pick the model that tunes best?", "",
              "Command: `python experiments/costmodel/offline_vs_tuning.py`. Offline: `results/rescored.json` (the "
-             "models of `models/cpu-znver3-2c`, per-model task weights). Tuning: "
+             f"model files of `models/cpu-znver3-2c` as of commit {str(result['rescored_commit'])[:10]}, per-model task "
+             "weights; `experiments/costmodel/rescore.py` rescores whatever is there now, so rerun it only with the "
+             "files the tuning used). Tuning: "
              "`experiments/tuning_efficiency/results/tuning_efficiency.json` (the same model files guiding "
              "MetaSchedule, 160 trials per model, compiled latency mean over 3 seeds). Cell: Kendall's tau between "
              "the metric's order of the cost models and the tuning order (1 = same order, -1 = reversed; 4 models: "
