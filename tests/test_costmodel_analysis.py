@@ -76,3 +76,23 @@ def test_loss_shares_add_up_to_one_minus_top1():
     assert 1 - sum(r["loss_share"] for r in rows) == pytest.approx(top1)
     z = t1a.zscore_per_task(np.array([1.0, 3.0, 10.0, 30.0]), part.groups)
     np.testing.assert_allclose(z, [-1, 1, -1, 1])
+
+
+def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
+    script = os.path.join(ROOT, "experiments", "costmodel", "variants.py")
+    out = tmp_path / "v.jsonl"
+    args = [sys.executable, script, "--dataset", os.path.join(ROOT, "tests", "data", "tiny_dataset"), "--held-out",
+            "tiny", "--spec", 'q:ms-xgb:{"n_estimators": 20}', "--seeds", "0,1", "--out", str(out)]
+    res = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["name"], r["seed"]) for r in rows] == [("q", 0), ("q", 1)]
+    assert all(0 < r["all_top1"] <= 1 for r in rows)
+    table = (tmp_path / "v.md").read_text()
+    assert "| q | ms-xgb |" in table and "0,1" in table
+    assert subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300).returncode == 0
+    assert len(out.read_text().splitlines()) == 2  # resumed: nothing retrained
+    for bad in ("q:nope:{}", "q:seq:[1]", "q-no-colons"):
+        res = subprocess.run(args[:-6] + ["--spec", bad, "--out", str(out)], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 2 and f"--spec {bad!r}" in res.stderr, (bad, res.stderr)
