@@ -93,7 +93,8 @@ def _main(args) -> int:
         fits = train_seeds("seq", {**params, **({"epochs": 3} if args.quick else {})}, seeds, train, data, test_keys)
         fits["model"].save(arm_model)
         rows[kind] = {"seeds": fits["seeds"], "over_seeds": over_seeds(fits["runs"]),
-                      "fit_seconds_per_seed": fits["fit_seconds"], "params": params, "source": "trained here"}
+                      "fit_seconds_per_seed": fits["fit_seconds"], "params": params, "source": "trained here",
+                      "git_commit": git_commit()}
         write_json(arm_json, rows[kind])
         models[kind] = fits["model"]
     if args.train_only:
@@ -163,7 +164,8 @@ def markdown(result: dict) -> str:
              f"seeds {result['seeds']}; scores mean ± sd over seeds (view `all`, and `search` = only the evolutionary "
              f"sampler's programs). seq, ms-mlp, ms-xgb and xgb from `results/comparison.json` (commit "
              f"{str(result['comparison_commit'])[:10]}); the LSTM and attention arms trained by this script (commit "
-             f"{str(result['git_commit'])[:10]}). Programs/s: measured side by side in this run on "
+             f"{', '.join(sorted({str(r.get('git_commit'))[:10] for r in rows.values() if r.get('source') == 'trained here'}))}"
+             "). Programs/s: measured side by side in this run on "
              f"{result['measured_on']} (2 threads, median of alternating rounds; load {result['loadavg'][0]} at start, "
              f"{result['loadavg'][-1]} at end).", "",
              "| model | seeds | top-1 all | top-5 all | top-1 search | pairwise all | predict programs/s | parameters "
