@@ -65,6 +65,7 @@ def main(argv=None) -> int:
 def _main(args) -> int:
     from autotune.costmodel import load
     from autotune.costmodel.data import load_training_data
+    from autotune.costmodel.train import is_sequence_model
     from autotune.data.splits import split_by_model
 
     if args.rounds < 1 or args.programs < 1 or args.threads < 1:
@@ -135,7 +136,7 @@ def _main(args) -> int:
              f"load {load_at[0]} at start, {load_at[-1]} at end; commit {meta['git_commit']}.", "",
              "| model | programs/s (median) | best | target (issue 12) |", "|---|---|---|---|"]
     for n, row in rows.items():
-        target = TARGETS.get(n, TARGETS["seq"] if _is_sequence(n) else None)
+        target = TARGETS.get(n, TARGETS["seq"] if is_sequence_model(n) else None)
         met = "" if target is None else f"≥ {target:,}: {'met' if row['median_programs_per_s'] >= target else 'not met'}"
         lines.append(f"| {n} | {row['median_programs_per_s']:,.0f} | {row['best_programs_per_s']:,.0f} | {met} |")
     if "speedup_vs_no_workers" in rows.get("seq", {}):
@@ -145,12 +146,6 @@ def _main(args) -> int:
     write_results(os.path.join(args.out, name + ".json"), {"meta": meta, "rows": rows},
                   os.path.join(args.out, name + ".md"), "\n".join(lines) + "\n")
     return 0
-
-
-def _is_sequence(name: str) -> bool:
-    from autotune.costmodel.train import is_sequence_model
-
-    return is_sequence_model(name)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def _main(args) -> int:
     from autotune.costmodel import load
     from autotune.costmodel.data import load_training_data
     from autotune.costmodel.evaluate import over_seeds
-    from autotune.costmodel.train import train_seeds
+    from autotune.costmodel.train import folder_bytes, train_seeds
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     data = load_training_data(args.dataset)
@@ -101,8 +101,8 @@ def _main(args) -> int:
         return 0
     for kind, model in models.items():
         rows[kind]["parameters"] = model.num_parameters() if hasattr(model, "num_parameters") else None
-        rows[kind]["model_bytes"] = _folder_bytes(os.path.join(args.models_dir, hw, kind)) if kind in FROM_COMPARISON \
-            else _folder_bytes(os.path.join(args.out, "models", kind))
+        rows[kind]["model_bytes"] = folder_bytes(os.path.join(args.models_dir, hw, kind)) if kind in FROM_COMPARISON \
+            else folder_bytes(os.path.join(args.out, "models", kind))
     thr, load_at = _side_by_side(models, data, test_keys, args.rounds)
     for kind in rows:
         rows[kind]["predict_programs_per_s"] = thr[kind]
@@ -125,10 +125,6 @@ def _read_comparison(path: str) -> dict:
     return comparison
 
 
-def _folder_bytes(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(r, f)) for r, _, files in os.walk(path) for f in files)
-
-
 def _side_by_side(models: dict, data, test_keys, rounds: int, programs: int = 20000) -> tuple[dict, list]:
     """Median programs/s of every model's predict on the held-out programs (tiled to ``programs``), the
     models taking turns in each round so that load hits all alike."""
@@ -149,14 +145,9 @@ def _side_by_side(models: dict, data, test_keys, rounds: int, programs: int = 20
     return {n: len(big) / statistics.median(s) for n, s in seconds.items()}, load_at
 
 
-def _cell(over: dict | None, metric: str) -> str:
-    if not over:
-        return "-"
-    sd = over["sd"][metric]
-    return f"{over['mean'][metric]:.3f}" + ("" if sd is None else f" ± {sd:.3f}")
-
-
 def markdown(result: dict) -> str:
+    from autotune.costmodel.train import _pm
+
     rows = result["rows"]
     mamba, mlp = rows["seq"]["predict_programs_per_s"], rows["ms-mlp"]["predict_programs_per_s"]
     lines = [f"# TCL claim T2: accuracy vs cost of the sequence mixers ({result['hardware_id']} data)", "",
@@ -175,8 +166,8 @@ def markdown(result: dict) -> str:
         fit = r["fit_seconds_per_seed"]
         lines.append("| " + " | ".join([
             LABEL.get(kind, kind), "1 (no seed)" if r["seeds"] == [None] else str(len(r["seeds"])),
-            _cell(over.get("all"), "top1"), _cell(over.get("all"), "top5"), _cell(over.get("search"), "top1"),
-            _cell(over.get("all"), "pairwise"), f"{r['predict_programs_per_s']:,.0f}",
+            _pm(over.get("all"), "top1"), _pm(over.get("all"), "top5"), _pm(over.get("search"), "top1"),
+            _pm(over.get("all"), "pairwise"), f"{r['predict_programs_per_s']:,.0f}",
             "-" if r.get("parameters") is None else f"{r['parameters']:,}", f"{r['model_bytes'] / 1e3:,.0f}",
             f"{statistics.mean(fit):.0f}"]) + " |")
     best_seq = max((k for k in rows if k.startswith("seq")), key=lambda k: rows[k]["over_seeds"]["all"]["mean"]["top1"])

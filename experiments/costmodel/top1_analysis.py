@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import sys
 
@@ -92,10 +93,11 @@ def _main(args) -> int:
         raise UserError(f"--held-out: {err}") from None
     held = data.select_tasks(sorted(set().union(*test_keys.values())))
     masks = {name: np.isin(held.groups, [data.task_keys.index(k) for k in keys]) for name, keys in test_keys.items()}
+    parts = {name: held.subset(m) for name, m in masks.items()}  # read once: every model and ensemble scores them
     preds = {k: load(os.path.join(folder, k)).predict(held.batch) for k in kinds}
 
     def scores(score: np.ndarray) -> dict:
-        per = {name: score_part(held.subset(m), score[m], name) for name, m in masks.items()}
+        per = {name: score_part(parts[name], score[m], name) for name, m in masks.items()}
         return {"per_model": {n: {"top1": v["top1"], "top5": v["top5"]} for n, v in per.items()},
                 "mean_top1": float(np.mean([v["top1"] for v in per.values()])),
                 "mean_top5": float(np.mean([v["top5"] for v in per.values()]))}
@@ -104,7 +106,7 @@ def _main(args) -> int:
     for kind in kinds:
         losses[kind] = {}
         for name, m in masks.items():
-            rows = per_task_losses(held.subset(m), preds[kind][m], name)
+            rows = per_task_losses(parts[name], preds[kind][m], name)
             for r in rows:
                 r["name"] = data.tasks[r["task"]]["name"]
             losses[kind][name] = {
@@ -127,8 +129,6 @@ def _main(args) -> int:
 
 
 def _card_commit(path: str) -> str | None:
-    import json
-
     try:
         with open(os.path.join(path, "card.json"), encoding="utf-8") as f:
             return json.load(f).get("git_commit")
