@@ -23,15 +23,18 @@ def _target(config):
     return parse_target(dict(config))
 
 
-def _save(models_dir, hw, folder, target, kind="xgb"):
-    """A fitted ``kind`` model in models_dir/hw/folder with a card for ``hw``."""
+def _save(models_dir, hw, folder, target, kind=None):
+    """A fitted ``kind`` model (default: the folder's name) in models_dir/hw/folder with a card for ``hw``;
+    torch kinds trained for one epoch."""
     from autotune.costmodel import create
     from autotune.costmodel.inputs import normalized_throughput
     from autotune.testing.programs import synthetic
 
     batch, lat, groups = synthetic(n_tasks=3, per_task=20)
     path = models_dir / hw / folder
-    create(kind, n_estimators=5).fit(batch, normalized_throughput(lat, groups), groups).save(str(path))
+    kind = kind or folder
+    quick = {"epochs": 1} if kind in ("seq", "seq-lstm", "seq-top", "ms-mlp") else {"n_estimators": 5}
+    create(kind, **quick).fit(batch, normalized_throughput(lat, groups), groups).save(str(path))
     card = {"kind": kind, "trained": "2026-01-01T00:00:00Z", "hardware": {"hardware_id": hw, "target": target}}
     (path / "card.json").write_text(json.dumps(card))
     return str(path)
@@ -51,7 +54,7 @@ def test_one_table_of_names_for_the_cli():
     from autotune.tune import build_parser
     from autotune.tuning.costmodels import AUTO_ORDER, COST_MODELS, check_name
 
-    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, ms-mlp, online-xgb, random"):
+    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-top, ms-mlp, online-xgb, random"):
         check_name("magic")
     assert set(AUTO_ORDER) <= set(COST_MODELS) and AUTO_ORDER[0] == "xgb"
     help_text = build_parser().format_help()
@@ -209,3 +212,33 @@ def test_auto_on_other_hardware_prefers_ms_mlp_but_not_at_home(models):
     assert away.card["path"] == str(models / "cpu-znver3-2c" / "ms-mlp") and "ms-mlp" in away.used
     home = resolve("auto", _target(ZEN3), models_dir=str(models))
     assert home.card["path"] == str(models / "cpu-znver3-2c" / "xgb")
+
+
+def test_registered_kind_is_read_from_the_parameters():
+    """A saved seq-lstm's model.json says kind "seq" (one class): the registry name comes from its parameters,
+    the most specific entry that matches (TVM-free)."""
+    from autotune.costmodel import REGISTRY, create, registered_kind
+
+    for kind in ("xgb", "xgb-reg", "ms-xgb", "seq", "seq-lstm", "seq-top", "seq-rows", "ms-mlp"):
+        assert kind in REGISTRY and registered_kind(create(kind)) == kind
+    assert registered_kind(create("seq", mixer="attention")) == "seq"  # no entry of its own: the class's name
+
+
+def test_seq_variants_resolve_by_name_and_refuse_a_mismatched_folder(models, tmp_path):
+    from autotune.tuning.costmodels import resolve
+
+    lstm = _save(models, "cpu-znver3-2c", "seq-lstm", ZEN3)
+    resolved = resolve("seq-lstm", _target(ZEN3), models_dir=str(models))
+    report = resolved.report()["cost_model_resolved"]
+    assert resolved.card["path"] == lstm and report["pretrained_kind"] == "seq-lstm" and resolved.fallback is None
+    assert "pretrained seq-lstm from" in resolved.used
+    assert resolve("seq-lstm", _target(ZEN3), path=lstm).report()["cost_model_resolved"]["pretrained_kind"] == "seq-lstm"
+    with pytest.raises(UserError, match="holds a 'seq-lstm' model; pass --cost-model auto or seq-lstm"):
+        resolve("seq", _target(ZEN3), path=lstm)
+    # a folder named seq-top that holds a plain seq model is refused, not run under the wrong name
+    _save(models, "cpu-znver3-2c", "seq-top", ZEN3, kind="seq")
+    with pytest.raises(UserError, match="holds a 'seq' model"):
+        resolve("seq-top", _target(ZEN3), models_dir=str(models))
+    # on other hardware the nearest hardware's seq-lstm, said so
+    away = resolve("seq-lstm", _target(ROCKETLAKE), models_dir=str(models))
+    assert away.card["path"] == lstm and away.fallback and "nearest hardware's seq-lstm" in away.used

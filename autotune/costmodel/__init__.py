@@ -38,6 +38,20 @@ def create(kind: str, **params) -> CostModel:
     return model_class(kind)(**{**defaults, **params})
 
 
+def registered_kind(model: CostModel) -> str:
+    """The REGISTRY name a model object is: among its class's entries, those whose overrides its params all
+    match, the most specific (a SeqCostModel with mixer "lstm" is ``seq-lstm``, not ``seq``). Read from the
+    object, so a report names what really ran; falls back to the class's ``name``."""
+    params, best = model.get_params(), None
+    for key, (module, cls, overrides) in REGISTRY.items():
+        if (type(model).__module__, type(model).__name__) != (module, cls):
+            continue
+        if all(params.get(k) == v for k, v in overrides.items()) and (
+                best is None or len(overrides) > len(REGISTRY[best][2])):
+            best = key
+    return best or model.name
+
+
 def load(path: str) -> CostModel:
     """Load any saved cost model (the kind is read from its model.json)."""
     kind = read_model_meta(path)["kind"]
@@ -49,4 +63,4 @@ def load(path: str) -> CostModel:
 
 
 __all__ = ["CostModel", "ProgramBatch", "FEATURE_VERSION", "NotFittedError", "ModelFileError", "create",
-           "load", "model_class", "REGISTRY"]
+           "load", "model_class", "registered_kind", "REGISTRY"]

@@ -6,11 +6,13 @@
     resolved.card    # the pretrained model's card summary (None without one)
 
 Names (``COST_MODELS``): ``ms-xgb`` is MetaSchedule's stock XGBModel (online only, the baseline) and
-``random`` its RandomModel; ``xgb`` / ``seq`` / ``ms-mlp`` are our pretrained models from
+``random`` its RandomModel; ``xgb`` / ``seq`` / ``seq-lstm`` / ``seq-top`` / ``ms-mlp`` are our pretrained models from
 ``models/<hardware_id>/<kind>/`` updated online (``--online-update``); ``online-xgb`` is our ranking
 XGBoost learned online only. A saved model folder (``--cost-model-path``) is loaded by the kind its
 model.json names, so a saved ``ms-xgb`` folder is our ``MSXGBCostModel``, never the stock model;
-``--cost-model`` must then be ``auto`` or that kind.
+``--cost-model`` must then be ``auto`` or that kind (the registered kind its parameters make it:
+``autotune.costmodel.registered_kind``, so a saved ``seq-lstm`` is ``seq-lstm`` though its model.json says
+``seq``).
 
 ``auto`` picks the first of ``AUTO_ORDER`` = xgb, seq, ms-mlp that this hardware has a model for.
 xgb comes first because it was the better tuning arm where the committed results disagree least
@@ -61,6 +63,10 @@ COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
                   "hardware's) + --online-update"),
     CostModelName("seq", "pretrained", "our pretrained trace sequence model for this hardware (else the "
                   "nearest hardware's) + --online-update"),
+    CostModelName("seq-lstm", "pretrained", "seq with an LSTM block in the Mamba block's slot (issue 12's best "
+                  "sequence model offline), pretrained for this hardware (else the nearest hardware's) + --online-update"),
+    CostModelName("seq-top", "pretrained", "seq trained for the top of the order (LambdaRank gains 2^(4y)-1), "
+                  "pretrained for this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("ms-mlp", "pretrained", "TenSet-MLP design pretrained for this hardware (else the nearest "
                   "hardware's) + --online-update"),
     CostModelName("online-xgb", "online", "our ranking XGBoost learned online from this run only"),
@@ -112,7 +118,7 @@ class Resolved:
             "cost_model_resolved": {
                 "requested": self.requested,
                 "class": type(self.model).__name__ if self.model is not None else None,
-                "pretrained_kind": pretrained.name if pretrained is not None else None,
+                "pretrained_kind": _kind_of(pretrained) if pretrained is not None else None,
                 "trained_for": (self.card or {}).get("hardware_id") if pretrained is not None else None,
                 "online_update": learner.mode if learner is not None else None,
                 "fallback": self.fallback,
@@ -175,22 +181,30 @@ def _load(path: str):
         raise UserError(str(err)) from None
 
 
-def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fallback: str | None = None) -> Resolved:
-    model = _learned(_load(path), online)
-    kind = model.pretrained.name
+def _kind_of(model) -> str:
+    from autotune.costmodel import registered_kind
+
+    return registered_kind(model)
+
+
+def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fallback: str | None = None,
+                     loaded=None) -> Resolved:
+    loaded = loaded if loaded is not None else _load(path)
+    kind = _kind_of(loaded)
+    if name != "auto" and kind != name:
+        raise UserError(f"--cost-model {name}: {path} holds a {kind!r} model (its model.json's parameters); "
+                        f"pass --cost-model auto or {kind}, or retrain with make train-costmodel")
+    model = _learned(loaded, online)
     used = (f"pretrained {kind} from {path} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}), "
             f"updated online ({model.learner.mode})")
     return Resolved(model, used, card=card, requested=name, fallback=fallback)
 
 
 def _from_path(name: str, path: str, target, online: str) -> Resolved:
-    from autotune.costmodel.base import ModelFileError, read_model_meta
     from autotune.tvmrt.target import hardware_id
 
-    try:
-        kind = read_model_meta(path)["kind"]
-    except ModelFileError as err:
-        raise UserError(str(err)) from None
+    loaded = _load(path)
+    kind = _kind_of(loaded)
     if name not in ("auto", kind):
         raise UserError(f"--cost-model {name}: --cost-model-path {path} holds a {kind!r} model; "
                         f"pass --cost-model auto or {kind}")
@@ -198,7 +212,7 @@ def _from_path(name: str, path: str, target, online: str) -> Resolved:
     if card.get("hardware_id") and card["hardware_id"] != here:
         raise UserError(f"--cost-model-path {path} was trained for {card['hardware_id']}, not {here}; use a model "
                         "for this target, or --cost-model auto (nearest hardware's model) or ms-xgb")
-    return _with_pretrained(name, path, card, online, "--cost-model-path")
+    return _with_pretrained(name, path, card, online, "--cost-model-path", loaded=loaded)
 
 
 def _pretrained(kind: str, target, models_dir: str, online: str) -> Resolved:
