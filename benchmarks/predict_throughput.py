@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import sys
@@ -65,6 +66,7 @@ def main(argv=None) -> int:
 def _main(args) -> int:
     from autotune.costmodel import load
     from autotune.costmodel.data import load_training_data
+    from autotune.costmodel.metrics import timed_in_turns
     from autotune.costmodel.train import is_sequence_model
     from autotune.data.splits import split_by_model
 
@@ -109,17 +111,13 @@ def _main(args) -> int:
             b = arms["seq"][0].predict(small)
         if not np.allclose(a, b, rtol=1e-4, atol=1e-4):
             raise SystemExit(f"seq: the worker threads disagree with one loop (max diff {np.abs(a - b).max():.2e})")
-    names = list(arms)
-    seconds = {n: [] for n in names}
+    def call(model, ctx):
+        with ctx():
+            model.predict(big)
+
     load_at = [loadavg()]
-    for r in range(args.rounds):
-        for n in names[r % len(names):] + names[: r % len(names)]:
-            model, ctx = arms[n]
-            with ctx():
-                t0 = time.perf_counter()
-                model.predict(big)
-                seconds[n].append(time.perf_counter() - t0)
-        load_at.append(loadavg())
+    seconds = timed_in_turns({n: functools.partial(call, *arms[n]) for n in arms}, args.rounds,
+                             lambda: load_at.append(loadavg()))
     rows = {n: {"programs": len(big), "seconds": s, "median_programs_per_s": len(big) / statistics.median(s),
                 "best_programs_per_s": len(big) / min(s)} for n, s in seconds.items()}
     if "seq[no workers]" in rows:

@@ -73,3 +73,15 @@ def test_top_k_breaks_ties_in_expectation_not_by_input_order():
     assert a == pytest.approx(b) == pytest.approx(1.0 / (7 / 3))
     # without ties: the usual top-k
     assert expected_best_of_top_k(lat, np.array([0.1, 0.5, 0.9, 0.2]), 1) == 2.0
+
+
+def test_timed_in_turns_rotates_the_order_and_times_every_call():
+    from autotune.costmodel.metrics import timed_in_turns
+
+    order, after = [], []
+    calls = {n: (lambda n=n: order.append(n)) for n in ("a", "b", "c")}
+    seconds = timed_in_turns(calls, 4, lambda: after.append(len(order)))
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    assert after == [3, 6, 9, 12]  # after each round, never inside the timed calls
+    assert {n: len(s) for n, s in seconds.items()} == {"a": 4, "b": 4, "c": 4}
+    assert all(t >= 0 for s in seconds.values() for t in s)

@@ -85,6 +85,22 @@ def pairwise_accuracy(latency: np.ndarray, score: np.ndarray, groups: np.ndarray
     return right / total if total else float("nan")
 
 
+def timed_in_turns(calls: dict, rounds: int, after_round=None) -> dict[str, list[float]]:
+    """Seconds of every call in ``calls`` (name -> no-argument callable) per round, the calls taking turns
+    with the order rotated each round, so that load drifting on a shared machine hits every arm alike.
+    ``after_round`` (e.g. recording the load) runs after each round, outside the timed calls."""
+    names = list(calls)
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            calls[n]()
+            seconds[n].append(time.perf_counter() - t0)
+        if after_round is not None:
+            after_round()
+    return seconds
+
+
 def prediction_throughput(model, batch, repeats: int = 3) -> float:
     """Programs per second of ``model.predict`` on ``batch`` (best of ``repeats``)."""
     best = float("inf")

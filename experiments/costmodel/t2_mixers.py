@@ -15,6 +15,7 @@ here over the same seeds (resumable: an arm whose result file exists under ``--o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -130,18 +131,14 @@ def _side_by_side(models: dict, data, test_keys, rounds: int, programs: int = 20
     models taking turns in each round so that load hits all alike."""
     batch = data.select_tasks(sorted(set().union(*test_keys.values()))).batch
     big = batch.subset(np.tile(np.arange(len(batch)), max(1, -(-programs // len(batch)))))
-    names = list(models)
+    from autotune.costmodel.metrics import timed_in_turns
+
     for m in models.values():
         m.set_threads(2)
         m.predict(batch.subset(np.arange(min(len(batch), 512))))  # warm-up
-    seconds = {n: [] for n in names}
     load_at = [loadavg()]
-    for r in range(rounds):
-        for n in names[r % len(names):] + names[: r % len(names)]:
-            t0 = time.perf_counter()
-            models[n].predict(big)
-            seconds[n].append(time.perf_counter() - t0)
-        load_at.append(loadavg())
+    seconds = timed_in_turns({n: functools.partial(m.predict, big) for n, m in models.items()}, rounds,
+                             lambda: load_at.append(loadavg()))
     return {n: len(big) / statistics.median(s) for n, s in seconds.items()}, load_at
 
 
