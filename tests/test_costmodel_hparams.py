@@ -81,3 +81,19 @@ def test_saved_bytes_grows_with_trees():
     big = create("xgb", n_estimators=40).fit(data.batch, data.y, data.groups)
     assert 0 < saved_bytes(small) < saved_bytes(big)
     assert np.isclose(saved_bytes(big) / saved_bytes(small), 4, rtol=0.5)  # about linear: the projection's basis
+
+
+def test_seq_variants_search_their_own_kind():
+    """A seq-lstm trial's parameters keep the LSTM block (the registered kind's override) and add the gains;
+    seq-top keeps its sharpened gains (not in its space)."""
+    import optuna
+
+    from autotune.costmodel import create, registered_kind
+    from autotune.costmodel.hparams import space
+
+    fixed = {"d_model": 32, "n_layers": 1, "lr": 1e-3, "epochs": 10, "gain_scale": 2.0, "dropout": 0.1}
+    params, fidelity = space("seq-lstm", optuna.trial.FixedTrial(fixed))
+    assert fidelity == "epochs" and params == fixed
+    assert registered_kind(create("seq-lstm", **params)) == "seq-lstm"
+    params, _ = space("seq-top", optuna.trial.FixedTrial(fixed))
+    assert "gain_scale" not in params and create("seq-top", **params).gain_scale == 4.0
