@@ -97,3 +97,13 @@ def test_seq_variants_search_their_own_kind():
     assert registered_kind(create("seq-lstm", **params)) == "seq-lstm"
     params, _ = space("seq-top", optuna.trial.FixedTrial(fixed))
     assert "gain_scale" not in params and create("seq-top", **params).gain_scale == 4.0
+
+
+def test_defaults_are_a_point_of_every_space():
+    from autotune.costmodel import create
+    from autotune.costmodel.hparams import KINDS, default_params
+
+    for kind in KINDS:
+        params = default_params(kind)
+        defaults = create(kind).get_params()
+        assert params and all(defaults[k] == v for k, v in params.items()), kind
