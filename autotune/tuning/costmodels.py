@@ -189,13 +189,13 @@ def _kind_of(model) -> str:
     return registered_kind(model)
 
 
-def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fallback: str | None = None,
-                     loaded=None) -> Resolved:
-    loaded = loaded if loaded is not None else _load(path)
+def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fallback: str | None = None) -> Resolved:
+    """The model of ``path`` adapted online; refused (exit 2) when it is not the kind ``name`` asks for."""
+    loaded = _load(path)
     kind = _kind_of(loaded)
-    if name != "auto" and kind != name:
-        raise UserError(f"--cost-model {name}: {path} holds a {kind!r} model (its model.json's parameters); "
-                        f"pass --cost-model auto or {kind}, or retrain with make train-costmodel")
+    if name not in ("auto", kind):
+        raise UserError(f"--cost-model {name}: {path} holds a {kind!r} model; pass --cost-model auto or {kind} "
+                        "(or retrain that folder with make train-costmodel)")
     model = _learned(loaded, online)
     used = (f"pretrained {kind} from {path} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}), "
             f"updated online ({model.learner.mode})")
@@ -205,16 +205,11 @@ def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fa
 def _from_path(name: str, path: str, target, online: str) -> Resolved:
     from autotune.tvmrt.target import hardware_id
 
-    loaded = _load(path)
-    kind = _kind_of(loaded)
-    if name not in ("auto", kind):
-        raise UserError(f"--cost-model {name}: --cost-model-path {path} holds a {kind!r} model; "
-                        f"pass --cost-model auto or {kind}")
     card, here = read_card(path), hardware_id(target)
     if card.get("hardware_id") and card["hardware_id"] != here:
         raise UserError(f"--cost-model-path {path} was trained for {card['hardware_id']}, not {here}; use a model "
                         "for this target, or --cost-model auto (nearest hardware's model) or ms-xgb")
-    return _with_pretrained(name, path, card, online, "--cost-model-path", loaded=loaded)
+    return _with_pretrained(name, path, card, online, "--cost-model-path")
 
 
 def _pretrained(kind: str, target, models_dir: str, online: str) -> Resolved:
