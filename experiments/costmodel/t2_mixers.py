@@ -129,10 +129,10 @@ def _read_comparison(path: str) -> dict:
 def _side_by_side(models: dict, data, test_keys, rounds: int, programs: int = 20000) -> tuple[dict, list]:
     """Median programs/s of every model's predict on the held-out programs (tiled to ``programs``), the
     models taking turns in each round so that load hits all alike."""
-    batch = data.select_tasks(sorted(set().union(*test_keys.values()))).batch
-    big = batch.subset(np.tile(np.arange(len(batch)), max(1, -(-programs // len(batch)))))
     from autotune.costmodel.metrics import timed_in_turns
 
+    batch = data.select_tasks(sorted(set().union(*test_keys.values()))).batch
+    big = batch.subset(np.tile(np.arange(len(batch)), max(1, -(-programs // len(batch)))))
     for m in models.values():
         m.set_threads(2)
         m.predict(batch.subset(np.arange(min(len(batch), 512))))  # warm-up

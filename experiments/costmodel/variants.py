@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -87,9 +86,8 @@ def _read(path: str) -> list[dict]:
 
 
 def _run(args, specs, seeds) -> None:
-    from autotune.costmodel import create
     from autotune.costmodel.data import load_training_data
-    from autotune.costmodel.evaluate import evaluate
+    from autotune.costmodel.train import train_seeds
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     done = {(r["name"], r["seed"]) for r in _read(args.out)}
@@ -105,13 +103,10 @@ def _run(args, specs, seeds) -> None:
         for seed in seeds:
             if (name, seed) in done:
                 continue
-            model = create(kind, **{**params, "seed": seed})
-            t0 = time.time()
-            model.fit(train.batch, train.y, train.groups)
-            fit = time.time() - t0
-            views = evaluate(model, data, test_keys, views=("all", "search"))["views"]
-            row = {"name": name, "kind": kind, "params": params, "seed": seed, "fit_s": fit,
-                   "history": getattr(model, "history_", None),
+            fits = train_seeds(kind, params, [seed], train, data, test_keys)  # one fit, scored as the comparison
+            views = fits["runs"][0]["views"]
+            row = {"name": name, "kind": kind, "params": params, "seed": seed, "fit_s": fits["fit_seconds"][0],
+                   "history": getattr(fits["model"], "history_", None),
                    **{f"{v}_{k}": views[v]["mean"][k] for v in ("all", "search") for k in ("top1", "top5", "pairwise")},
                    "per_model_top1": {n: views["all"][n]["top1"] for n in test_keys},
                    "dataset": os.path.relpath(args.dataset, ROOT), "measured_on": host_cpu(), "git_commit": git_commit()}
