@@ -9,11 +9,10 @@ the score is the members' mean, the spread their standard deviation.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from ..base import CostModel, read_model_meta
+from ..base import CostModel
+from ..ensemble import load_members, save_members
 from ..inputs import ProgramBatch
 
 SMALL_XGB = {"n_estimators": 80, "max_depth": 6, "learning_rate": 0.2, "subsample": 0.8, "nthread": 1}
@@ -73,16 +72,8 @@ class BootstrapEnsemble(CostModel):
         return scores.mean(0), scores.std(0)
 
     def _state(self, path: str) -> dict:
-        for i, member in enumerate(self.members_):
-            member.save(os.path.join(path, f"member{i}"))
-        return {"members": [f"member{i}" for i in range(len(self.members_))], "norm": self.norm_}
+        return {"members": save_members(path, self.members_), "norm": self.norm_}
 
     def _restore(self, path: str, state: dict) -> None:
-        from .. import model_class
-
-        cls = model_class(self.kind)
-        self.members_ = []
-        for sub in state["members"]:
-            read_model_meta(os.path.join(path, sub))
-            self.members_.append(cls.load(os.path.join(path, sub)))
+        self.members_ = load_members(path, state["members"])
         self.norm_ = [tuple(n) for n in state["norm"]]

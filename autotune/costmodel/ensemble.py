@@ -1,0 +1,137 @@
+"""A committee of different cost models (kind ``ensemble``): one score, and the members' disagreement.
+
+Models of different families make different mistakes on the held-out models (``experiments/costmodel/
+results/top1_analysis.md``: the tasks where ms-xgb, xgb and seq pick a program >= 2x slower than the best
+are mostly different tasks), so their average ranks better than each alone. ``EnsembleCostModel`` fits
+every kind in ``members`` on the same data (each with the ensemble's seed, so member ``k`` of an
+ensemble fitted with seed ``s`` is the model ``create(k, seed=s)`` would give), and puts their scores on
+one scale before averaging: ranking objectives give scores with no common unit, so each member's score
+is centred by its mean over the training programs and divided by its mean within-task standard
+deviation there (the spread that matters for ranking inside a task). The scale is fixed at fit time, so
+a program's score does not depend on which other programs are in the batch (MetaSchedule's search
+compares scores across batches). The spread is the standard deviation of the members' scaled scores:
+where the families disagree, the program is worth measuring (the uncertainty the samplers read).
+
+Fine-tuning (the search's online update) fine-tunes every member that can be fine-tuned, on the same
+data, and keeps the scales.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .base import CostModel, read_model_meta
+from .inputs import ProgramBatch
+
+
+def save_members(path: str, members: list[CostModel], prefix: str = "member") -> list[str]:
+    """Saves each member in its own sub-folder of ``path``; returns the sub-folder names (in order)."""
+    subs = []
+    for i, member in enumerate(members):
+        sub = f"{prefix}{i}"
+        member.save(os.path.join(path, sub))
+        subs.append(sub)
+    return subs
+
+
+def load_members(path: str, subs: list[str]) -> list[CostModel]:
+    """The members ``save_members`` wrote, each loaded by the kind its own model.json names."""
+    from . import load
+
+    out = []
+    for sub in subs:
+        read_model_meta(os.path.join(path, sub))  # a missing or stale member names its own folder
+        out.append(load(os.path.join(path, sub)))
+    return out
+
+
+def within_task_scale(score: np.ndarray, groups: np.ndarray) -> tuple[float, float]:
+    """(mean, mean within-task sd) of ``score`` over tasks with >= 2 programs; sd 1 when no task spreads."""
+    score = np.asarray(score, dtype=np.float64)
+    order = np.argsort(groups, kind="stable")
+    _, starts, counts = np.unique(np.asarray(groups)[order], return_index=True, return_counts=True)
+    sds = [score[order[s:s + c]].std() for s, c in zip(starts, counts) if c >= 2]
+    sd = float(np.mean(sds)) if sds else 0.0
+    return float(score.mean()), (sd if sd > 0 else 1.0)
+
+
+class EnsembleCostModel(CostModel):
+    name = "ensemble"
+    gives_spread = True
+
+    def __init__(self, members: list[str] | tuple[str, ...] = ("ms-xgb", "xgb", "seq-top"),
+                 member_params: dict | None = None, seed: int = 0):
+        self.members = list(members)
+        self.member_params = member_params
+        self.seed = seed
+
+    @property
+    def uses_traces(self) -> bool:  # type: ignore[override]
+        from . import model_class
+
+        return any(model_class(k).uses_traces for k in self.members)
+
+    def _check(self) -> None:
+        from . import REGISTRY
+
+        bad = [k for k in self.members if k not in REGISTRY or k == self.name]
+        if len(self.members) < 2 or bad or len(set(self.members)) != len(self.members):
+            raise ValueError(f"ensemble: members must be 2 or more different kinds from "
+                             f"{', '.join(k for k in REGISTRY if k != self.name)}; got {self.members}")
+
+    def _member(self, kind: str) -> CostModel:
+        from . import create
+
+        params = dict((self.member_params or {}).get(kind, {}))
+        if "seed" in create(kind).get_params():
+            params["seed"] = self.seed
+        member = create(kind, **params)
+        return member.set_threads(self.threads_) if getattr(self, "threads_", None) else member
+
+    def set_threads(self, n: int) -> CostModel:
+        """Threads of every member, fitted or fitted later."""
+        self.threads_ = int(n)
+        for member in getattr(self, "members_", []):
+            member.set_threads(n)
+        return self
+
+    def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
+        self._check()
+        self.members_ = [self._member(k).fit(X, y, groups) for k in self.members]
+        self.norm_ = [within_task_scale(m.predict(X), groups) for m in self.members_]
+
+    def member_scores(self, X: ProgramBatch) -> np.ndarray:
+        """(members, programs): each member's score on the common scale."""
+        if not self.is_fitted:
+            from .base import NotFittedError
+
+            raise NotFittedError("EnsembleCostModel is not fitted; call fit() or load() first")
+        return np.stack([(m.predict(X) - mu) / sd for m, (mu, sd) in zip(self.members_, self.norm_)])
+
+    def _predict(self, X: ProgramBatch):
+        scores = self.member_scores(X)
+        return scores.mean(0), scores.std(0)
+
+    def _fine_tune_from(self, base, X, y, groups, steps) -> None:
+        members = []
+        for member in base.members_:
+            try:
+                members.append(member.fine_tune(X, y, groups, steps=steps))
+            except NotImplementedError:  # a member that cannot learn more keeps its pretrained scores
+                members.append(member)
+        self.members_, self.norm_ = members, list(base.norm_)
+
+    def _state(self, path: str) -> dict:
+        return {"members": save_members(path, self.members_), "norm": self.norm_}
+
+    def _restore(self, path: str, state: dict) -> None:
+        from . import registered_kind
+        from .base import ModelFileError
+
+        self.members_ = load_members(path, state["members"])
+        self.norm_ = [tuple(n) for n in state["norm"]]
+        kinds = [registered_kind(m) for m in self.members_]
+        if kinds != self.members or len(self.norm_) != len(kinds):
+            raise ModelFileError(f"{path}: its member folders hold {kinds}, its model.json names {self.members}")

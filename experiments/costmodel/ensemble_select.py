@@ -1,0 +1,197 @@
+"""Which kinds make the ``ensemble`` cost model: chosen on validation models, never on the held-out ones.
+
+The held-out protocol asks how a model ranks the programs of networks it never saw. The members are
+chosen the same way one level down: three *training* models (one per family, like the held-out
+resnet50 / mobilenet_v2 / bert_base) are set aside as validation networks, every candidate kind is fitted
+on the remaining training tasks once per seed, and every committee of 2..``--max-members`` candidates is
+scored on the validation networks exactly as ``EnsembleCostModel`` would score them (each member centred
+and scaled by its own fit-set scores, averaged). The committee with the best mean validation top-1 over
+seeds is the one ``REGISTRY["ensemble"]`` ships; its held-out numbers then come from
+``make train-costmodel`` like every other row.
+
+Each fit's validation scores and fit-set scale are cached under ``--cache`` (one ``.npz`` per kind and
+seed, no pickles), so a stopped run resumes and the table can be rebuilt without fitting
+(``--summarize-only``). Writes ``results/ensemble_select.{json,md}``.
+
+    python experiments/costmodel/ensemble_select.py --dataset datasets/cpu-znver3-2c --seeds 0,1
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from autotune.cli import git_commit, host_cpu, loadavg, run_main, setup_logging, write_results  # noqa: E402
+from autotune.errors import UserError  # noqa: E402
+
+CANDIDATES = "ms-xgb,xgb,xgb-reg,ms-mlp,seq-lstm,seq-top"
+VALIDATION_MODELS = "resnet18,mobilenet_v3_small,gpt2"
+RESULTS = os.path.join(ROOT, "experiments", "costmodel", "results")
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", default=os.path.join(ROOT, "datasets", "cpu-znver3-2c"))
+    ap.add_argument("--candidates", default=CANDIDATES, help="comma-separated registry kinds (default: %(default)s)")
+    ap.add_argument("--validation-models", default=VALIDATION_MODELS,
+                    help="training models set aside as validation networks (default: %(default)s)")
+    ap.add_argument("--seeds", default="0,1", help="comma-separated fit seeds (default: %(default)s)")
+    ap.add_argument("--max-members", type=int, default=3)
+    ap.add_argument("--cache", default=os.path.join(RESULTS, "ensemble_select"))
+    ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--summarize-only", action="store_true", help="no fits: the table from the cache")
+    args = ap.parse_args(argv)
+    return run_main(lambda: _main(args))
+
+
+def _parse(args):
+    from autotune.costmodel import REGISTRY
+
+    kinds = [k.strip() for k in args.candidates.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in REGISTRY or k in ("ensemble", "random")]
+    if bad or len(kinds) < 2:
+        raise UserError(f"--candidates: need 2 or more of {', '.join(k for k in REGISTRY if k not in ('ensemble', 'random'))}"
+                        f"; got {args.candidates!r}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise UserError(f"--seeds: {args.seeds!r} is not a comma-separated list of integers") from None
+    if not seeds:
+        raise UserError("--seeds: give at least one seed")
+    if args.max_members < 2:
+        raise UserError(f"--max-members: {args.max_members}; a committee has 2 or more members")
+    return kinds, seeds, [m.strip() for m in args.validation_models.split(",") if m.strip()]
+
+
+def _main(args) -> int:
+    kinds, seeds, val_models = _parse(args)
+    setup_logging()
+    import logging
+
+    from autotune.costmodel import create
+    from autotune.costmodel.data import load_training_data
+    from autotune.costmodel.ensemble import within_task_scale
+    from autotune.costmodel.evaluate import score_part
+    from autotune.costmodel.train import hparams_for
+    from autotune.data.splits import HELD_OUT_MODELS, split_by_model
+
+    log = logging.getLogger("ensemble_select")
+    data = load_training_data(args.dataset)
+    train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, HELD_OUT_MODELS)
+    overlap = set(val_models) & set(HELD_OUT_MODELS)
+    if overlap:
+        raise UserError(f"--validation-models: {sorted(overlap)} are held-out models; pick training models")
+    train_tasks = {k: data.tasks[k] for k in train_keys}
+    try:
+        fit_keys, val_by_model = split_by_model(train_tasks, val_models)
+    except ValueError as err:
+        raise UserError(f"--validation-models: {err}") from None
+    fit = data.select_tasks(fit_keys)
+    val_keys = sorted(set().union(*val_by_model.values()))
+    val = data.select_tasks(val_keys)
+    masks = {m: np.isin(val.groups, [data.task_keys.index(k) for k in keys]) for m, keys in val_by_model.items()}
+    parts = {m: val.subset(mask) for m, mask in masks.items()}
+    log.info("fit: %d programs / %d tasks; validation: %s", len(fit), len(fit_keys),
+             {m: int(mask.sum()) for m, mask in masks.items()})
+    os.makedirs(args.cache, exist_ok=True)
+
+    def cached(kind: str, seed: int):
+        path = os.path.join(args.cache, f"{kind}-s{seed}.npz")
+        if os.path.exists(path):
+            with np.load(path, allow_pickle=False) as z:
+                if len(z["val"]) == len(val):
+                    return z["val"], tuple(z["norm"]), float(z["fit_s"])
+        if args.summarize_only:
+            return None
+        params = hparams_for(kind)
+        if "seed" in create(kind).get_params():
+            params = {**params, "seed": seed}
+        t0 = time.time()
+        model = create(kind, **params).fit(fit.batch, fit.y, fit.groups)
+        fit_s = time.time() - t0
+        norm = within_task_scale(model.predict(fit.batch), fit.groups)
+        pred = model.predict(val.batch)
+        np.savez(path, val=pred, norm=np.asarray(norm), fit_s=np.asarray(fit_s))
+        log.info("%s seed %d: fit %.0f s", kind, seed, fit_s)
+        return pred, norm, fit_s
+
+    preds: dict = {}
+    for seed in seeds:
+        for kind in kinds:
+            got = cached(kind, seed)
+            if got is not None:
+                preds[(kind, seed)] = got
+    have = [k for k in kinds if all((k, s) in preds for s in seeds)]
+    if len(have) < 2:
+        raise UserError(f"--summarize-only: the cache {args.cache} has all seeds of fewer than 2 candidates; run without it")
+
+    def score(combo, seed) -> dict:
+        z = sum((preds[(k, seed)][0] - preds[(k, seed)][1][0]) / preds[(k, seed)][1][1] for k in combo) / len(combo)
+        per = {m: score_part(parts[m], z[mask], m) for m, mask in masks.items()}
+        return {"top1": float(np.mean([v["top1"] for v in per.values()])),
+                "top5": float(np.mean([v["top5"] for v in per.values()])),
+                "per_model_top1": {m: v["top1"] for m, v in per.items()}}
+
+    rows = []
+    for r in range(1, min(args.max_members, len(have)) + 1):
+        for combo in itertools.combinations(have, r):
+            runs = [score(combo, s) for s in seeds]
+            rows.append({"members": list(combo), "runs": runs,
+                         "top1": float(np.mean([x["top1"] for x in runs])),
+                         "top1_sd": float(np.std([x["top1"] for x in runs], ddof=1)) if len(runs) > 1 else None,
+                         "top5": float(np.mean([x["top5"] for x in runs]))})
+    rows.sort(key=lambda r: -r["top1"])
+    best = next(r for r in rows if len(r["members"]) >= 2)
+    result = {"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "candidates": have,
+              "missing": [k for k in kinds if k not in have], "seeds": seeds, "validation_models": val_models,
+              "fit_programs": len(fit), "fit_tasks": len(fit_keys),
+              "validation_programs": {m: int(mask.sum()) for m, mask in masks.items()},
+              "fit_seconds": {f"{k}-s{s}": v[2] for (k, s), v in preds.items()},
+              "rows": rows, "best": best["members"], "measured_on": host_cpu(), "loadavg": loadavg(),
+              "git_commit": git_commit()}
+    write_results(os.path.join(args.out, "ensemble_select.json"), result, os.path.join(args.out, "ensemble_select.md"),
+                  markdown(result))
+    log.info("best committee on validation: %s (top-1 %.3f)", " + ".join(best["members"]), best["top1"])
+    return 0
+
+
+def markdown(result: dict) -> str:
+    seeds = ", ".join(map(str, result["seeds"]))
+    lines = [
+        "# Choosing the `ensemble` cost model's members on validation networks",
+        "",
+        f"Command: `python experiments/costmodel/ensemble_select.py --seeds {','.join(map(str, result['seeds']))}`. "
+        f"Fit on {result['fit_programs']} programs of {result['fit_tasks']} training tasks; validation networks "
+        f"(training models set aside, never the held-out ones): "
+        + ", ".join(f"{m} ({n} programs)" for m, n in result["validation_programs"].items())
+        + f". Seeds {seeds}; measured on {result['measured_on']}.",
+        "",
+        f"Best committee (2 or more members): **{' + '.join(result['best'])}**. Each member centred and scaled by "
+        "its own fit-set scores (`autotune.costmodel.ensemble.within_task_scale`), averaged. Mean over seeds "
+        "of the validation networks' mean top-1; one member = the kind alone."
+        + (f" Not fitted: {', '.join(result['missing'])}." if result["missing"] else ""),
+        "",
+        "| members | top-1 | ± sd | top-5 | " + " | ".join(f"{m} top-1" for m in result["validation_programs"]) + " |",
+        "|---|---|---|---|" + "---|" * len(result["validation_programs"]),
+    ]
+    for r in result["rows"]:
+        per = {m: np.mean([x["per_model_top1"][m] for x in r["runs"]]) for m in result["validation_programs"]}
+        sd = "—" if r["top1_sd"] is None else f"{r['top1_sd']:.3f}"
+        lines.append(f"| {' + '.join(r['members'])} | {r['top1']:.3f} | {sd} | {r['top5']:.3f} | "
+                     + " | ".join(f"{v:.3f}" for v in per.values()) + " |")
+    lines += ["", "Fit seconds (this machine, fit set): " + ", ".join(
+        f"{k} {v:.0f}" for k, v in sorted(result["fit_seconds"].items())), ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
