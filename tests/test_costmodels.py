@@ -34,6 +34,8 @@ def _save(models_dir, hw, folder, target, kind=None):
     path = models_dir / hw / folder
     kind = kind or folder
     quick = {"epochs": 1} if kind in ("seq", "seq-lstm", "seq-top", "ms-mlp") else {"n_estimators": 5}
+    if kind == "ensemble":
+        quick = {"members": ["ms-xgb", "xgb-reg"], "member_params": {"ms-xgb": quick, "xgb-reg": quick}}
     create(kind, **quick).fit(batch, normalized_throughput(lat, groups), groups).save(str(path))
     card = {"kind": kind, "trained": "2026-01-01T00:00:00Z", "hardware": {"hardware_id": hw, "target": target}}
     (path / "card.json").write_text(json.dumps(card))
@@ -54,7 +56,7 @@ def test_one_table_of_names_for_the_cli():
     from autotune.tune import build_parser
     from autotune.tuning.costmodels import AUTO_ORDER, COST_MODELS, check_name
 
-    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-top, ms-mlp, online-xgb, random"):
+    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-top, ensemble, ms-mlp, online-xgb, random"):
         check_name("magic")
     assert set(AUTO_ORDER) <= set(COST_MODELS) and AUTO_ORDER[0] == "xgb"
     help_text = build_parser().format_help()
@@ -219,7 +221,7 @@ def test_registered_kind_is_read_from_the_parameters():
     the most specific entry that matches (TVM-free)."""
     from autotune.costmodel import REGISTRY, create, registered_kind
 
-    for kind in ("xgb", "xgb-reg", "ms-xgb", "seq", "seq-lstm", "seq-top", "seq-rows", "ms-mlp"):
+    for kind in ("xgb", "xgb-reg", "ms-xgb", "seq", "seq-lstm", "seq-top", "seq-rows", "ms-mlp", "ensemble"):
         assert kind in REGISTRY and registered_kind(create(kind)) == kind
     assert registered_kind(create("seq", mixer="attention")) == "seq"  # no entry of its own: the class's name
 
@@ -242,3 +244,18 @@ def test_seq_variants_resolve_by_name_and_refuse_a_mismatched_folder(models, tmp
     # on other hardware the nearest hardware's seq-lstm, said so
     away = resolve("seq-lstm", _target(ROCKETLAKE), models_dir=str(models))
     assert away.card["path"] == lstm and away.fallback and "nearest hardware's seq-lstm" in away.used
+
+
+def test_ensemble_resolves_by_name_with_its_spread(models):
+    """``--cost-model ensemble`` loads the committee (its own kind in the report), and on other hardware the
+    nearest hardware's ensemble, said so."""
+    from autotune.tuning.costmodels import resolve
+
+    path = _save(models, "cpu-znver3-2c", "ensemble", ZEN3)
+    resolved = resolve("ensemble", _target(ZEN3), models_dir=str(models))
+    assert resolved.card["path"] == path and resolved.report()["cost_model_resolved"]["pretrained_kind"] == "ensemble"
+    assert resolved.fallback is None and "pretrained ensemble from" in resolved.used
+    away = resolve("ensemble", _target(ROCKETLAKE), models_dir=str(models))
+    assert away.card["path"] == path and "nearest hardware's ensemble" in away.used
+    with pytest.raises(UserError, match="holds a 'ensemble' model"):
+        resolve("xgb", _target(ZEN3), path=path)

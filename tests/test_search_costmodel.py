@@ -22,14 +22,14 @@ def pretrained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     data = tmp_path_factory.mktemp("ds") / "ds"
     shutil.copytree(TEST_DATASET, data)
-    rc = train_main(["--dataset", str(data), "--models", "xgb,seq,seq-lstm", "--held-out", "tiny", "--quick", "--seeds", "1",
+    rc = train_main(["--dataset", str(data), "--models", "xgb,seq,seq-lstm,ensemble", "--held-out", "tiny", "--quick", "--seeds", "1",
                      "--models-dir", str(out), "--results", str(out / "results")])
     assert rc == 0
     hw_made = json.load(open(data / "manifest.json"))["hardware"]["hardware_id"]
     here = hardware_id(parse_target("llvm"))
     if hw_made != here:  # the committed data came from another CPU: relabel the copy for this host
         shutil.move(out / hw_made, out / here)
-        for kind in ("xgb", "seq", "seq-lstm"):
+        for kind in ("xgb", "seq", "seq-lstm", "ensemble"):
             card_path = out / here / kind / "card.json"
             card = json.load(open(card_path))
             card["hardware"]["hardware_id"] = here
@@ -83,6 +83,7 @@ USED = {
     "xgb": ("LearnedCostModel", "xgb", "finetune"),
     "seq": ("LearnedCostModel", "seq", "finetune"),
     "seq-lstm": ("LearnedCostModel", "seq-lstm", "finetune"),
+    "ensemble": ("LearnedCostModel", "ensemble", "finetune"),
     "online-xgb": ("LearnedCostModel", None, "online"),
     "random": ("RandomModel", None, None),
 }
@@ -94,7 +95,7 @@ def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, kind):
     """Fails on a silent fallback: the report's cost-model fields come from the object the search called."""
     models_dir, hw = pretrained
     wd = str(tmp_path / "wd")
-    saved = kind if kind in ("xgb", "seq", "seq-lstm") else None
+    saved = kind if kind in ("xgb", "seq", "seq-lstm", "ensemble") else None
     extra = ["--cost-model-path", str(models_dir / hw / saved)] if saved else []
     res = cli("autotune.tune", "--model", "tiny_mlp", "--trials", "16", "--trials-per-round", "8",
               "--work-dir", wd, "--cost-model", kind, "--skip-untuned", "--bench-rounds", "1", *extra)

@@ -153,7 +153,7 @@ def _main(args) -> int:
     rows = []
     test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
     for kind in kinds:
-        params = {**hparams_for(kind), **(_quick(kind) if args.quick else {})}
+        params = params_for(kind, args.quick)
         fits = train_seeds(kind, params, seeds, train, data, test_keys)
         model, runs = fits["model"], fits["runs"]
         metrics = {**runs[0], "over_seeds": over_seeds(runs)}
@@ -214,7 +214,21 @@ def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list
 
 def _quick(kind: str) -> dict:
     return {"xgb": {"n_estimators": 40}, "xgb-reg": {"n_estimators": 40}, "ms-xgb": {"n_estimators": 40},
-            "ms-mlp": {"epochs": 3}, "seq": {"epochs": 3}}.get(kind, {})
+            "ms-mlp": {"epochs": 3}, "seq": {"epochs": 3}, "seq-lstm": {"epochs": 2},
+            "seq-top": {"epochs": 3}}.get(kind, {})
+
+
+def params_for(kind: str, quick: bool = False, hparams_dir: str = HPARAMS_DIR) -> dict:
+    """What ``make train-costmodel`` trains ``kind`` with: its tuned hyperparameters (``models/hparams``), and
+    the CI's small settings with ``quick``. An ``ensemble`` gives each member what that kind gets alone, so
+    its member ``k`` at seed ``s`` is the model the ``k`` row trains at seed ``s``."""
+    params = {**hparams_for(kind, hparams_dir), **(_quick(kind) if quick else {})}
+    if kind == "ensemble" and "member_params" not in params:
+        from . import create
+
+        members = params.get("members", create(kind).members)
+        params["member_params"] = {m: params_for(m, quick, hparams_dir) for m in members}
+    return params
 
 
 # ---- comparison over seeds: paired differences and the done-when block ----

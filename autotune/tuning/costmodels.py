@@ -6,7 +6,7 @@
     resolved.card    # the pretrained model's card summary (None without one)
 
 Names (``COST_MODELS``): ``ms-xgb`` is MetaSchedule's stock XGBModel (online only, the baseline) and
-``random`` its RandomModel; ``xgb`` / ``seq`` / ``seq-lstm`` / ``seq-top`` / ``ms-mlp`` are our pretrained models from
+``random`` its RandomModel; ``xgb`` / ``seq`` / ``seq-lstm`` / ``seq-top`` / ``ms-mlp`` / ``ensemble`` are our pretrained models from
 ``models/<hardware_id>/<kind>/`` updated online (``--online-update``); ``online-xgb`` is our ranking
 XGBoost learned online only. A saved model folder (``--cost-model-path``) is loaded by the kind its
 model.json names, so a saved ``ms-xgb`` folder is our ``MSXGBCostModel``, never the stock model;
@@ -67,6 +67,9 @@ COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
                   "sequence model offline), pretrained for this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("seq-top", "pretrained", "seq trained for the top of the order (LambdaRank gains 2^(4y)-1), "
                   "pretrained for this hardware (else the nearest hardware's) + --online-update"),
+    CostModelName("ensemble", "pretrained", "a committee of model families (members chosen on validation networks, "
+                  "experiments/costmodel/ensemble_select.py), each on its own training scale, averaged; pretrained for "
+                  "this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("ms-mlp", "pretrained", "TenSet-MLP design pretrained for this hardware (else the nearest "
                   "hardware's) + --online-update"),
     CostModelName("online-xgb", "online", "our ranking XGBoost learned online from this run only"),

@@ -84,7 +84,7 @@ def _main(args) -> int:
     from autotune.costmodel.train import hparams_for
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
-    log = logging.getLogger("ensemble_select")
+    log = logging.getLogger("autotune.experiments.ensemble_select")
     data = load_training_data(args.dataset)
     train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, HELD_OUT_MODELS)
     overlap = set(val_models) & set(HELD_OUT_MODELS)

@@ -76,7 +76,7 @@ def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str,
 def stale_reason(report_path: str, cost_model: str) -> str | None:
     """Why a finished run no longer speaks for the current pretrained model (None: still valid)."""
     name = cost_model.partition(":")[0]
-    if not os.path.exists(report_path) or name not in ("xgb", "xgb-reg", "seq", "seq-lstm", "seq-top", "ms-mlp", "auto"):
+    if not os.path.exists(report_path) or name not in ("xgb", "xgb-reg", "seq", "seq-lstm", "seq-top", "ms-mlp", "ensemble", "auto"):
         return None
     with open(report_path) as f:
         report = json.load(f)

@@ -1,0 +1,99 @@
+"""The ``ensemble`` cost model: members are the kinds' own models, one fixed scale each, a real spread. No TVM."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from autotune.costmodel import ModelFileError, create, load, registered_kind
+from autotune.costmodel.ensemble import within_task_scale
+from autotune.costmodel.inputs import normalized_throughput
+from autotune.testing.programs import synthetic
+
+FAST = ["ms-xgb", "xgb-reg"]  # two XGBoost families: seconds to fit
+PARAMS = {"ms-xgb": {"n_estimators": 60}, "xgb-reg": {"n_estimators": 40}}
+
+
+@pytest.fixture(scope="module")
+def data():
+    batch, lat, groups = synthetic()
+    return batch, lat, groups, normalized_throughput(lat, groups)
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    batch, _, groups, y = data
+    return create("ensemble", members=FAST, member_params=PARAMS, seed=3).fit(batch, y, groups)
+
+
+def test_within_task_scale_hand_computed():
+    score = np.array([1.0, 3.0, 10.0, 14.0, 7.0])
+    groups = np.array([0, 0, 1, 1, 2])  # task 2 has one program: no spread to count
+    mean, sd = within_task_scale(score, groups)
+    assert mean == pytest.approx(7.0) and sd == pytest.approx((1.0 + 2.0) / 2)
+    assert within_task_scale(np.ones(3), np.array([0, 0, 1])) == (1.0, 1.0)  # no task spreads: sd 1
+
+
+def test_members_are_the_kinds_own_models_on_one_fixed_scale(data, fitted):
+    batch, _, groups, y = data
+    scaled = []
+    for kind, member, (mu, sd) in zip(FAST, fitted.members_, fitted.norm_):
+        alone = create(kind, **PARAMS[kind], seed=3).fit(batch, y, groups)  # what the kind's own row trains
+        np.testing.assert_allclose(member.predict(batch), alone.predict(batch), rtol=1e-6)
+        assert (mu, sd) == pytest.approx(within_task_scale(alone.predict(batch), groups))
+        scaled.append((alone.predict(batch) - mu) / sd)
+    score, spread = fitted.predict_with_spread(batch)
+    np.testing.assert_allclose(score, np.mean(scaled, 0), rtol=1e-6)
+    np.testing.assert_allclose(spread, np.std(scaled, 0), rtol=1e-6, atol=1e-12)
+    assert spread.max() > 0  # two families disagree somewhere: the spread the samplers read
+    # the scale is fixed at fit time: a program's score does not depend on the rest of its batch
+    some = np.arange(0, len(batch), 7)
+    np.testing.assert_allclose(fitted.predict(batch.subset(some)), score[some], rtol=1e-6)
+
+
+def test_saved_and_loaded_and_registered(data, fitted, tmp_path):
+    batch = data[0]
+    path = str(tmp_path / "ens")
+    fitted.save(path)
+    again = load(path)
+    assert registered_kind(again) == "ensemble" and again.members == FAST
+    assert sorted(os.listdir(path)) == ["member0", "member1", "model.json"]
+    np.testing.assert_allclose(again.predict(batch), fitted.predict(batch), rtol=1e-6)
+    assert not again.uses_traces  # XGBoost members only: the search may skip the traces
+    assert create("ensemble", members=["ms-xgb", "seq-lstm"]).uses_traces
+    # a member folder that is not what model.json names is refused, naming the folder
+    meta = json.load(open(os.path.join(path, "model.json")))
+    meta["params"]["members"] = ["xgb-reg", "ms-xgb"]
+    json.dump(meta, open(os.path.join(path, "model.json"), "w"))
+    with pytest.raises(ModelFileError, match=str(tmp_path)):
+        load(path)
+
+
+def test_threads_reach_every_member(data, fitted):
+    batch, _, groups, y = data
+    assert all(m.nthread == 2 for m in fitted.members_)
+    one = create("ensemble", members=FAST, member_params=PARAMS).set_threads(1).fit(batch, y, groups)
+    assert [m.nthread for m in one.members_] == [1, 1]
+
+
+@pytest.mark.parametrize("members", [["ms-xgb"], ["ms-xgb", "nope"], ["ms-xgb", "ms-xgb"], ["ms-xgb", "ensemble"]])
+def test_bad_members_are_named(data, members):
+    batch, _, groups, y = data
+    with pytest.raises(ValueError, match="members must be 2 or more different kinds"):
+        create("ensemble", members=members).fit(batch, y, groups)
+
+
+def test_train_gives_each_member_its_own_row_settings(tmp_path):
+    from autotune.costmodel.train import params_for
+
+    hp = tmp_path / "hp"
+    hp.mkdir()
+    (hp / "xgb.json").write_text(json.dumps({"params": {"max_depth": 5}}))
+    params = params_for("ensemble", quick=True, hparams_dir=str(hp))
+    members = create("ensemble").members
+    assert list(params["member_params"]) == members
+    for kind in members:
+        assert params["member_params"][kind] == params_for(kind, quick=True, hparams_dir=str(hp))
+    if "xgb" in members:
+        assert params["member_params"]["xgb"] == {"max_depth": 5, "n_estimators": 40}
