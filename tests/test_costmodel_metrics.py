@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from autotune.costmodel.metrics import pairwise_accuracy, top_k_interval, top_k_score
+from autotune.costmodel.metrics import pairwise_accuracy, task_mean_top_k, top_k_interval, top_k_score
 
 
 def test_top_k_hand_computed():
@@ -19,6 +19,17 @@ def test_top_k_hand_computed():
     assert top_k_score(lat, worst, groups, {0: 3, 1: 1}, 1) == pytest.approx(13 / 32)
     # top-2 of worst ranking in task 0 = {4, 2} -> best 2; task 1 both -> 10
     assert top_k_score(lat, worst, groups, {0: 1, 1: 1}, 2) == pytest.approx(11 / 12)
+
+
+def test_task_mean_top_k_hand_computed():
+    # task 0: the top-scored program is 2x the best; task 1 (100x slower programs): the best is picked
+    lat = np.array([1.0, 2.0, 3.0, 100.0, 300.0])
+    score = np.array([0.1, 0.9, 0.5, 0.8, 0.2])
+    groups = np.array([0, 0, 0, 1, 1])
+    assert task_mean_top_k(lat, score, groups, 1) == pytest.approx((0.5 + 1.0) / 2)
+    # the weighted score is decided by the slow task: (1 + 100) / (2 + 100)
+    assert top_k_score(lat, score, groups, {}, 1) == pytest.approx(101 / 102)
+    assert task_mean_top_k(lat, score, groups, 3) == pytest.approx(1.0)  # top 3 holds every best
 
 
 def test_pairwise_accuracy_hand_computed():

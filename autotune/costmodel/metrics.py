@@ -53,6 +53,14 @@ def top_k_score(latency: np.ndarray, score: np.ndarray, groups: np.ndarray, weig
     return float(num.sum() / den.sum()) if den.sum() > 0 else float("nan")
 
 
+def task_mean_top_k(latency: np.ndarray, score: np.ndarray, groups: np.ndarray, k: int) -> float:
+    """Mean over tasks of best latency / expected best latency among the ``k`` programs ranked highest: every
+    task counts once, whatever its weight or runtime (the weighted ``top_k_score`` of a network is decided by
+    its few heaviest tasks; this one is the steadier objective to choose between models on a few networks)."""
+    num, den = _top_k_terms(latency, score, groups, {}, k)
+    return float(np.mean(num / den)) if len(den) else float("nan")
+
+
 def top_k_interval(latency, score, groups, weights, k: int, n_boot: int = 2000, level: float = 0.9,
                    seed: int = 0) -> tuple[float, float]:
     """Bootstrap interval of ``top_k_score`` over the model's tasks (tasks resampled with replacement).
