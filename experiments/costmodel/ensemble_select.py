@@ -40,6 +40,8 @@ RESULTS = os.path.join(ROOT, "experiments", "costmodel", "results")
 # networks' weighted top-1 moves in steps of one heavy task's pick (gpt2's set-aside tasks: 0.08 / 0.10 / 0.20 /
 # 0.50 for one seed's models), too coarse to choose between committees; it is reported beside.
 OBJECTIVE = "task_top1"
+# A shipped ensemble holds a copy of each member: the tuned xgb alone is 22 MB of models/ (40 MB at most)
+MAX_MODEL_MB = 10.0
 
 
 def main(argv=None) -> int:
@@ -51,6 +53,10 @@ def main(argv=None) -> int:
                     help="training models set aside as validation networks (default: %(default)s)")
     ap.add_argument("--seeds", default="0,1", help="comma-separated fit seeds (default: %(default)s)")
     ap.add_argument("--max-members", type=int, default=3)
+    ap.add_argument("--max-model-mb", type=float, default=MAX_MODEL_MB,
+                    help="the shipped committee's size bound: the sum of its members' saved models under "
+                         "--models-dir (default: %(default)s MB; models/ stays under 40 MB)")
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "models"))
     ap.add_argument("--cache", default=os.path.join(RESULTS, "ensemble_select"))
     ap.add_argument("--out", default=RESULTS)
     ap.add_argument("--summarize-only", action="store_true", help="no fits: the table from the cache")
@@ -74,6 +80,8 @@ def _parse(args):
         raise UserError("--seeds: give at least one seed")
     if args.max_members < 2:
         raise UserError(f"--max-members: {args.max_members}; a committee has 2 or more members")
+    if not args.max_model_mb > 0:
+        raise UserError(f"--max-model-mb: {args.max_model_mb} is not a size; give a positive number of MB")
     return kinds, seeds, [m.strip() for m in args.validation_models.split(",") if m.strip()]
 
 
@@ -158,14 +166,26 @@ def _main(args) -> int:
             rows.append({"members": list(combo), "runs": runs,
                          **{m: float(np.mean([x[m] for x in runs])) for m in ("task_top1", "top1", "top5")},
                          "task_top1_sd": sd([x["task_top1"] for x in runs]), "top1_sd": sd([x["top1"] for x in runs])})
+    from autotune.costmodel.train import folder_bytes
+
+    hw_dir = os.path.join(args.models_dir, data.manifest["hardware"]["hardware_id"])
+    sizes = {k: folder_bytes(os.path.join(hw_dir, k)) for k in have
+             if os.path.exists(os.path.join(hw_dir, k, "model.json"))}
+    for row in rows:
+        row["bytes"] = sum(sizes[k] for k in row["members"]) if all(k in sizes for k in row["members"]) else None
+        row["within_size_bound"] = row["bytes"] is None or row["bytes"] <= args.max_model_mb * 1e6
     rows.sort(key=lambda r: -r[OBJECTIVE])
-    best = next(r for r in rows if len(r["members"]) >= 2)
+    eligible = [r for r in rows if len(r["members"]) >= 2 and r["within_size_bound"]]
+    if not eligible:
+        raise UserError(f"--max-model-mb: no committee of these candidates fits in {args.max_model_mb} MB")
+    best = eligible[0]
     result = {"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "candidates": have,
               "missing": [k for k in kinds if k not in have], "seeds": seeds, "validation_models": val_models,
               "fit_programs": len(fit), "fit_tasks": len(fit_keys),
               "validation_programs": {m: int(mask.sum()) for m, mask in masks.items()},
               "fit_seconds": {f"{k}-s{s}": v[2] for (k, s), v in preds.items()},
-              "rows": rows, "best": best["members"], "measured_on": host_cpu(), "loadavg": loadavg(),
+              "rows": rows, "best": best["members"], "max_model_mb": args.max_model_mb,
+              "member_bytes": sizes, "member_bytes_from": os.path.relpath(os.path.abspath(hw_dir), ROOT), "measured_on": host_cpu(), "loadavg": loadavg(),
               "git_commit": git_commit()}
     write_results(os.path.join(args.out, "ensemble_select.json"), result, os.path.join(args.out, "ensemble_select.md"),
                   markdown(result))
@@ -189,20 +209,26 @@ def markdown(result: dict) -> str:
         "fit-set scores (`autotune.costmodel.ensemble.within_task_scale`), averaged; one member = the kind alone. "
         "Every column is a mean over seeds; `top-1` / `top-5` are the networks' weighted TenSet scores (mean over "
         "the three), decided by each network's few heaviest tasks."
+        + f" Size: the sum of the members' saved models in `{result['member_bytes_from']}/` (the configs the "
+        f"ensemble ships with); committees over {result['max_model_mb']:g} MB are marked (over) and not chosen."
         + (f" Not fitted: {', '.join(result['missing'])}." if result["missing"] else ""),
         "",
         "| members | task-mean top-1 | ± sd | top-1 | ± sd | top-5 | "
-        + " | ".join(f"{m} top-1" for m in result["validation_programs"]) + " |",
-        "|---|---|---|---|---|---|" + "---|" * len(result["validation_programs"]),
+        + " | ".join(f"{m} top-1" for m in result["validation_programs"]) + " | MB |",
+        "|---|---|---|---|---|---|" + "---|" * len(result["validation_programs"]) + "---|",
     ]
 
     def pm(v):
         return "—" if v is None else f"{v:.3f}"
 
+    def mb(n):
+        return "?" if n is None else f"{n / 1e6:.1f}"
+
     for r in result["rows"]:
         per = {m: np.mean([x["per_model_top1"][m] for x in r["runs"]]) for m in result["validation_programs"]}
         lines.append(f"| {' + '.join(r['members'])} | {r['task_top1']:.3f} | {pm(r['task_top1_sd'])} | {r['top1']:.3f} | "
-                     f"{pm(r['top1_sd'])} | {r['top5']:.3f} | " + " | ".join(f"{v:.3f}" for v in per.values()) + " |")
+                     f"{pm(r['top1_sd'])} | {r['top5']:.3f} | " + " | ".join(f"{v:.3f}" for v in per.values())
+                     + f" | {mb(r['bytes'])}" + ("" if r["within_size_bound"] else " (over)") + " |")
     lines += ["", "Fit seconds (this machine, fit set): " + ", ".join(
         f"{k} {v:.0f}" for k, v in sorted(result["fit_seconds"].items())), ""]
     return "\n".join(lines)
