@@ -23,7 +23,8 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     # seq trained for the top of the order: LambdaRank gains 2^(4y) - 1 instead of 2^y - 1
     "seq-top": ("autotune.costmodel.seq", "SeqCostModel", {"gain_scale": 4.0}),
     "random": ("autotune.costmodel.random_model", "RandomCostModel", {}),
-    # a committee of three families, each standardized by its training scores; spread = their disagreement
+    # a committee of model families (members chosen on validation networks: experiments/costmodel/ensemble_select.py),
+    # each on the scale of its own training scores, averaged; spread = their disagreement
     "ensemble": ("autotune.costmodel.ensemble", "EnsembleCostModel", {}),
 }
 
