@@ -221,3 +221,37 @@ def test_t2_mixers_script(cli, tmp_path):
         assert 0 < per["tiny"]["top1"] <= 1
         assert per["tiny"]["top1"] == pytest.approx(t1["ensembles"][kind]["per_model"]["tiny"]["top1"])
     assert "seq + ms-xgb" in t1["ensembles"]
+
+
+def test_ensemble_select_script(tmp_path):
+    """experiments/costmodel/ensemble_select.py on the tiny dataset: fits each candidate per seed on the training
+    tasks without the validation networks, scores every committee, writes the table; a second run with
+    --summarize-only rebuilds it from the npz cache without fitting; bad input is one line, exit 2."""
+    script = os.path.join(ROOT, "experiments", "costmodel", "ensemble_select.py")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    args = [script, "--dataset", TEST_DATASET, "--held-out", "tiny", "--validation-models", "tiny_mlp",
+            "--candidates", "ms-xgb,xgb-reg", "--seeds", "0,1", "--cache", str(cache), "--out", str(out),
+            "--models-dir", str(tmp_path / "no-models")]
+
+    def run(*a):
+        return subprocess.run([sys.executable, *a], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    res = run(*args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    result = json.loads((out / "ensemble_select.json").read_text())
+    assert sorted(os.listdir(cache)) == ["ms-xgb-s0.npz", "ms-xgb-s1.npz", "xgb-reg-s0.npz", "xgb-reg-s1.npz"]
+    assert sorted(tuple(r["members"]) for r in result["rows"]) == [("ms-xgb",), ("ms-xgb", "xgb-reg"), ("xgb-reg",)]
+    assert result["best"] == ["ms-xgb", "xgb-reg"] and result["validation_models"] == ["tiny_mlp"]
+    for row in result["rows"]:
+        assert len(row["runs"]) == 2 and 0 < row["task_top1"] <= 1 and 0 < row["top1"] <= 1
+        assert row["bytes"] is None and row["within_size_bound"]  # no saved members to size: not bounded
+    table = (out / "ensemble_select.md").read_text()
+    stamps = {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)}
+    assert run(*args, "--summarize-only").returncode == 0
+    assert {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)} == stamps  # nothing refitted
+    assert (out / "ensemble_select.md").read_text().split("measured on")[1:] == table.split("measured on")[1:]
+    for bad, expected in ((["--validation-models", "tiny"], "held-out models"),
+                          (["--candidates", "ms-xgb,nope"], "--candidates"),
+                          (["--held-out", "resnet50"], "--held-out")):
+        res = run(*args, *bad)
+        assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]

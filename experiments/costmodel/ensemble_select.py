@@ -49,6 +49,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default=os.path.join(ROOT, "datasets", "cpu-znver3-2c"))
     ap.add_argument("--candidates", default=CANDIDATES, help="comma-separated registry kinds (default: %(default)s)")
+    ap.add_argument("--held-out", default=None, help="the held-out models, never used here (default: the comparison's)")
     ap.add_argument("--validation-models", default=VALIDATION_MODELS,
                     help="training models set aside as validation networks (default: %(default)s)")
     ap.add_argument("--seeds", default="0,1", help="comma-separated fit seeds (default: %(default)s)")
@@ -99,9 +100,19 @@ def _main(args) -> int:
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     log = logging.getLogger("autotune.experiments.ensemble_select")
-    data = load_training_data(args.dataset)
-    train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, HELD_OUT_MODELS)
-    overlap = set(val_models) & set(HELD_OUT_MODELS)
+    held_out = [m.strip() for m in args.held_out.split(",") if m.strip()] if args.held_out else list(HELD_OUT_MODELS)
+    from autotune.data.feature_cache import StaleFeatureCache
+    from autotune.data.store import DatasetError
+
+    try:
+        data = load_training_data(args.dataset)
+    except (DatasetError, StaleFeatureCache) as err:
+        raise UserError(str(err)) from None
+    try:
+        train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, held_out)
+    except ValueError as err:
+        raise UserError(f"--held-out: {err}") from None
+    overlap = set(val_models) & set(held_out)
     if overlap:
         raise UserError(f"--validation-models: {sorted(overlap)} are held-out models; pick training models")
     train_tasks = {k: data.tasks[k] for k in train_keys}
