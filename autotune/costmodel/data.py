@@ -47,6 +47,26 @@ class TrainingData:
                 if model in self.tasks[key]["models"]}
 
 
+def load_split(root: str, held_out) -> tuple[TrainingData, list[str], dict[str, list[str]]]:
+    """The dataset and its split by model (``splits.split_by_model``): (data, training task keys, held-out
+    model -> its task keys). A dataset that cannot be read or is not featurized, or a held-out model it does
+    not have, is a ``UserError`` naming ``--dataset`` / ``--held-out`` (one line, exit 2 in the CLIs)."""
+    from autotune.data.feature_cache import StaleFeatureCache
+    from autotune.data.splits import split_by_model
+    from autotune.data.store import DatasetError
+    from autotune.errors import UserError
+
+    try:
+        data = load_training_data(root)
+    except (DatasetError, StaleFeatureCache) as err:
+        raise UserError(str(err)) from None
+    try:
+        train_keys, test_keys = split_by_model({k: data.tasks[k] for k in data.task_keys}, held_out)
+    except ValueError as err:
+        raise UserError(f"--held-out: {err}") from None
+    return data, train_keys, test_keys
+
+
 def load_training_data(root: str, min_programs: int = 2) -> TrainingData:
     """Valid rows only (failed/NaN rows are kept on disk and dropped here). Reads the feature cache
     (``StaleFeatureCache`` when rows are missing: ``python -m autotune.collection.features`` refreshes it)."""

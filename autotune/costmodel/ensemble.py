@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from .base import CostModel, read_model_meta
+from .base import CostModel, ModelFileError, NotFittedError, read_model_meta
 from .inputs import ProgramBatch
 
 
@@ -108,8 +108,6 @@ class EnsembleCostModel(CostModel):
     def member_scores(self, X: ProgramBatch) -> np.ndarray:
         """(members, programs): each member's score on the common scale."""
         if not self.is_fitted:
-            from .base import NotFittedError
-
             raise NotFittedError("EnsembleCostModel is not fitted; call fit() or load() first")
         return np.stack([(m.predict(X) - mu) / sd for m, (mu, sd) in zip(self.members_, self.norm_)])
 
@@ -131,7 +129,6 @@ class EnsembleCostModel(CostModel):
 
     def _restore(self, path: str, state: dict) -> None:
         from . import registered_kind
-        from .base import ModelFileError
 
         self.members_ = load_members(path, state["members"])
         self.norm_ = [tuple(n) for n in state["norm"]]

@@ -114,11 +114,9 @@ def saved_bytes(model) -> int:
 
 def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, held_out: list[str], seed: int):
     """Check the study's settings and split the training tasks into fit / validation (one line on bad input)."""
-    from autotune.data.feature_cache import StaleFeatureCache
-    from autotune.data.splits import split_by_model, split_by_task
-    from autotune.data.store import DatasetError
+    from autotune.data.splits import split_by_task
 
-    from .data import load_training_data
+    from .data import load_split
 
     if kind not in KINDS:
         raise UserError(f"--models: no search space for {kind!r}; valid: {', '.join(KINDS)}")
@@ -126,14 +124,7 @@ def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, he
         raise UserError(f"--objective: unknown {objective!r}; valid: {', '.join(OBJECTIVES)}")
     if not max_model_mb > 0:
         raise UserError(f"--max-model-mb: {max_model_mb} is not a size; give a positive number of MB")
-    try:
-        data = load_training_data(dataset)
-    except (DatasetError, StaleFeatureCache) as err:
-        raise UserError(str(err)) from None
-    try:
-        train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, held_out)
-    except ValueError as err:
-        raise UserError(f"--held-out: {err}") from None
+    data, train_keys, _ = load_split(dataset, held_out)
     fit_keys, val_keys = split_by_task(train_keys, test_fraction=0.2, seed=seed)
     return data.select_tasks(fit_keys), data.select_tasks(val_keys), validation_weights(data, val_keys), val_keys
 

@@ -121,7 +121,7 @@ def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_key
 
 def _main(args) -> int:
     from . import REGISTRY
-    from .data import load_training_data
+    from .data import load_split
     from .evaluate import over_seeds
 
     kinds = [k.strip() for k in args.models.split(",") if k.strip()]
@@ -131,19 +131,8 @@ def _main(args) -> int:
     if args.seeds < 1:
         raise UserError(f"--seeds: {args.seeds} is not a number of seeds; give 1 or more (3 for the comparison)")
     setup_logging()
-    from autotune.data.feature_cache import StaleFeatureCache
-    from autotune.data.splits import split_by_model
-    from autotune.data.store import DatasetError
-
-    try:
-        data = load_training_data(args.dataset)
-    except (DatasetError, StaleFeatureCache) as err:
-        raise UserError(str(err)) from None
     held = [m.strip() for m in args.held_out.split(",") if m.strip()]
-    try:
-        train_keys, test_keys = split_by_model({k: data.tasks[k] for k in data.task_keys}, held)
-    except ValueError as err:
-        raise UserError(f"--held-out: {err}") from None
+    data, train_keys, test_keys = load_split(args.dataset, held)
     train = data.select_tasks(train_keys)
     logger.info("train: %d programs over %d tasks; held out: %s", len(train), len(train_keys),
                 {m: len(k) for m, k in test_keys.items()})

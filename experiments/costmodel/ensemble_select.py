@@ -92,7 +92,7 @@ def _main(args) -> int:
     import logging
 
     from autotune.costmodel import create
-    from autotune.costmodel.data import load_training_data
+    from autotune.costmodel.data import load_split
     from autotune.costmodel.ensemble import within_task_scale
     from autotune.costmodel.evaluate import score_part
     from autotune.costmodel.metrics import task_mean_top_k
@@ -101,17 +101,7 @@ def _main(args) -> int:
 
     log = logging.getLogger("autotune.experiments.ensemble_select")
     held_out = [m.strip() for m in args.held_out.split(",") if m.strip()] if args.held_out else list(HELD_OUT_MODELS)
-    from autotune.data.feature_cache import StaleFeatureCache
-    from autotune.data.store import DatasetError
-
-    try:
-        data = load_training_data(args.dataset)
-    except (DatasetError, StaleFeatureCache) as err:
-        raise UserError(str(err)) from None
-    try:
-        train_keys, _ = split_by_model({k: data.tasks[k] for k in data.task_keys}, held_out)
-    except ValueError as err:
-        raise UserError(f"--held-out: {err}") from None
+    data, train_keys, _ = load_split(args.dataset, held_out)
     overlap = set(val_models) & set(held_out)
     if overlap:
         raise UserError(f"--validation-models: {sorted(overlap)} are held-out models; pick training models")

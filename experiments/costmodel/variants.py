@@ -86,17 +86,13 @@ def _read(path: str) -> list[dict]:
 
 
 def _run(args, specs, seeds) -> None:
-    from autotune.costmodel.data import load_training_data
+    from autotune.costmodel.data import load_split
     from autotune.costmodel.train import train_seeds
-    from autotune.data.splits import HELD_OUT_MODELS, split_by_model
+    from autotune.data.splits import HELD_OUT_MODELS
 
     done = {(r["name"], r["seed"]) for r in _read(args.out)}
-    data = load_training_data(args.dataset)
     held = args.held_out.split(",") if args.held_out else HELD_OUT_MODELS
-    try:
-        train_keys, test_keys = split_by_model({k: data.tasks[k] for k in data.task_keys}, held)
-    except ValueError as err:
-        raise UserError(f"--held-out: {err}") from None
+    data, train_keys, test_keys = load_split(args.dataset, held)
     train = data.select_tasks(train_keys)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     for name, kind, params in specs:
