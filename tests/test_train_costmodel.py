@@ -255,3 +255,53 @@ def test_ensemble_select_script(tmp_path):
                           (["--held-out", "resnet50"], "--held-out")):
         res = run(*args, *bad)
         assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+def test_cap_subsample_nested_and_bounded():
+    """At most ``cap`` programs per task, uniform within the task, nested across caps for one seed."""
+    sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))
+    from data_curve import cap_subsample, parse_caps, slope_per_doubling
+
+    groups = __import__("numpy").repeat([0, 1, 2], [10, 3, 7])
+    small, big = cap_subsample(groups, 2, seed=5), cap_subsample(groups, 5, seed=5)
+    counts = {g: int((groups[small] == g).sum()) for g in (0, 1, 2)}
+    assert counts == {0: 2, 1: 2, 2: 2}
+    assert {g: int((groups[big] == g).sum()) for g in (0, 1, 2)} == {0: 5, 1: 3, 2: 5}
+    assert set(small) <= set(big)
+    assert list(cap_subsample(groups, None, seed=5)) == list(range(20))
+    assert any(set(cap_subsample(groups, 2, seed=s)) != set(small) for s in range(6, 10))  # a seed draws its own
+    assert parse_caps("16,4,all,4") == [4, 16, None]
+    assert slope_per_doubling([4, 8, 16], [0.1, 0.2, 0.3]) == pytest.approx(0.1)
+    assert slope_per_doubling([8, 8], [0.1, 0.2]) is None
+
+
+def test_data_curve_script(tmp_path):
+    """experiments/costmodel/data_curve.py on the tiny dataset: one fit per (kind, cap, seed) on the capped
+    training tasks, scored on the held-out model; --summarize-only refits nothing; bad input is one line."""
+    script = os.path.join(ROOT, "experiments", "costmodel", "data_curve.py")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    args = [script, "--dataset", TEST_DATASET, "--held-out", "tiny", "--kinds", "ms-xgb,xgb-reg", "--caps", "4,all",
+            "--seeds", "0,1", "--quick", "--cache", str(cache), "--out", str(out)]
+
+    def run(*a):
+        return subprocess.run([sys.executable, *a], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    res = run(*args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(os.listdir(cache)) == 8
+    result = json.loads((out / "data_curve_quick.json").read_text())
+    rows = {(r["kind"], r["cap"]): r for r in result["rows"]}
+    assert set(rows) == {(k, c) for k in ("ms-xgb", "xgb-reg") for c in ("4", "all")}
+    for (_kind, cap), row in rows.items():
+        assert row["seeds"] == [0, 1] and 0 < row["all_top1"]["mean"] <= 1
+        assert row["programs_per_task"] <= 4 if cap == "4" else row["programs"] == result["train_programs"]
+    assert rows[("ms-xgb", "4")]["programs"] < rows[("ms-xgb", "all")]["programs"]
+    assert result["missing"] == [] and set(result["slope_per_doubling"]) == {"ms-xgb", "xgb-reg"}
+    assert (out / "data_curve_quick.png").stat().st_size > 0
+    stamps = {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)}
+    assert run(*args, "--summarize-only").returncode == 0
+    assert {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)} == stamps
+    for bad, expected in ((["--caps", "1"], "--caps"), (["--kinds", "nope"], "--kinds"),
+                          (["--seeds", "x"], "--seeds"), (["--held-out", "resnet50"], "--held-out")):
+        res = run(*args, *bad)
+        assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
