@@ -93,6 +93,16 @@ def test_train_costmodel_over_seeds(cli, tmp_path):
     comparison = json.loads((tmp_path / "r" / "comparison.json").read_text())
     random_row = [r for r in comparison["rows"] if r["kind"] == "random"][0]
     assert random_row["metrics"]["over_seeds"]["all"]["sd"]["pairwise"] > 0  # different seeds, different scores
+    # --summarize-only fits nothing and rebuilds the same table from comparison.json
+    md = (tmp_path / "r" / "comparison.md").read_text()
+    stamp = (tmp_path / "m").stat().st_mtime_ns
+    res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--summarize-only", "--models-dir",
+              str(tmp_path / "m"), "--results", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (tmp_path / "r" / "comparison.md").read_text() == md and (tmp_path / "m").stat().st_mtime_ns == stamp
+    res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--summarize-only", "--results",
+              str(tmp_path / "none"), timeout=300)
+    assert res.returncode == 2 and "--summarize-only" in res.stderr and "Traceback" not in res.stderr
     # retraining one model keeps the other models' rows (same dataset and split) and replaces its own
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick",
               "--models", "xgb", "--seeds", "1", "--models-dir", str(tmp_path / "m"), "--results", str(tmp_path / "r"),
@@ -159,6 +169,32 @@ def test_done_when_hand_computed():
     # the models folder is bounded from above
     sizes = [next(d for d in done_when([xgb], b) if d["target"].startswith("models folder")) for b in (39e6, 41e6)]
     assert [d["reached"] for d in sizes] == [True, False] and sizes[1]["value"] == pytest.approx(41.0)
+
+
+def test_done_when_reads_the_throughput_benchmark(tmp_path):
+    """The programs/s targets read the newest side-by-side benchmark of the same saved models
+    (benchmarks/predict_throughput.py), not the loaded reading after a fit; a benchmark older than a model
+    timed an earlier model and is not used for it; a benchmark of other models is ignored."""
+    from autotune.costmodel.train import latest_throughput_benchmark
+
+    def bench(name, models_dir, time, rates):
+        (tmp_path / f"predict_throughput_{name}.json").write_text(json.dumps(
+            {"meta": {"machine": name, "models_dir": models_dir, "time": time},
+             "rows": {k: {"median_programs_per_s": v} for k, v in rates.items()}}))
+
+    bench("old", "models/hw-a", "2026-12-01T00:00:00Z", {"xgb": 1.0})
+    bench("new", "models/hw-a", "2026-12-05T00:00:00Z", {"xgb": 85_000, "seq": 12_000})
+    bench("other", "models/hw-b", "2026-12-06T00:00:00Z", {"xgb": 2.0})
+    (tmp_path / "predict_throughput_broken.json").write_text("{")
+    got = latest_throughput_benchmark("models/hw-a/", str(tmp_path))
+    assert got["machine"] == "new" and got["programs_per_s"] == {"xgb": 85_000, "seq": 12_000}
+    assert got["path"].endswith("predict_throughput_new.md")
+    assert latest_throughput_benchmark("models/hw-c", str(tmp_path)) is None
+    xgb = {**_row("xgb", [0, 1, 2], [0.5] * 3, thr=39_000), "trained": "2026-12-03T00:00:00Z"}
+    seq = {**_row("seq", [0, 1, 2], [0.6] * 3, thr=30_000), "trained": "2026-12-05T10:00:00Z"}  # after the benchmark
+    dw = {d["target"].split(" ")[0]: d for d in done_when([xgb, seq], 1e6, got) if "programs/s" in d["target"]}
+    assert dw["xgb"]["value"] == 85_000 and dw["xgb"]["reached"] is True and "39,000" in dw["xgb"]["detail"]
+    assert dw["seq"]["value"] == 30_000 and dw["seq"]["detail"] == ""
 
 
 def test_rows_of_another_layout_are_not_kept(tmp_path):
