@@ -41,6 +41,16 @@ def create(kind: str, **params) -> CostModel:
     return model_class(kind)(**{**defaults, **params})
 
 
+def takes_seed(kind: str) -> bool:
+    """Whether ``kind``'s fit is seeded (XGBoost and torch models are; ``random``'s seed is its only param)."""
+    return "seed" in create(kind).get_params()
+
+
+def create_seeded(kind: str, seed: int, **params) -> CostModel:
+    """``create(kind, **params)`` with ``seed`` when the kind takes one (a seedless kind ignores it)."""
+    return create(kind, **({**params, "seed": seed} if takes_seed(kind) else params))
+
+
 def registered_kind(model: CostModel) -> str:
     """The REGISTRY name a model object is: among its class's entries, those whose overrides its params all
     match, the most specific (a SeqCostModel with mixer "lstm" is ``seq-lstm``, not ``seq``). Read from the
@@ -66,4 +76,4 @@ def load(path: str) -> CostModel:
 
 
 __all__ = ["CostModel", "ProgramBatch", "FEATURE_VERSION", "NotFittedError", "ModelFileError", "create",
-           "load", "model_class", "registered_kind", "REGISTRY"]
+           "load", "model_class", "registered_kind", "takes_seed", "create_seeded", "REGISTRY"]

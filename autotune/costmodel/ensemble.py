@@ -85,12 +85,9 @@ class EnsembleCostModel(CostModel):
                              f"{', '.join(k for k in REGISTRY if k != self.name)}; got {self.members}")
 
     def _member(self, kind: str) -> CostModel:
-        from . import create
+        from . import create_seeded
 
-        params = dict((self.member_params or {}).get(kind, {}))
-        if "seed" in create(kind).get_params():
-            params["seed"] = self.seed
-        member = create(kind, **params)
+        member = create_seeded(kind, self.seed, **(self.member_params or {}).get(kind, {}))
         return member.set_threads(self.threads_) if getattr(self, "threads_", None) else member
 
     def set_threads(self, n: int) -> CostModel:

@@ -121,10 +121,10 @@ def _summarize(args) -> int:
 def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys) -> dict:
     """Fit ``kind`` once per seed (once, seed None, when it takes no seed) and evaluate every fit in all
     views. Returns the first fit's model and, per seed, the evaluate() result and fit seconds."""
-    from . import create
+    from . import create, takes_seed
     from .evaluate import evaluate as evaluate_views
 
-    used = list(seeds) if "seed" in create(kind).get_params() else [None]
+    used = list(seeds) if takes_seed(kind) else [None]
     first, runs, fits = None, [], []
     for seed in used:
         model = create(kind, **(params if seed is None else {**params, "seed": seed}))

@@ -118,7 +118,7 @@ def _main(args) -> int:
     setup_logging()
     import logging
 
-    from autotune.costmodel import create
+    from autotune.costmodel import create_seeded
     from autotune.costmodel.data import load_split
     from autotune.costmodel.evaluate import evaluate
     from autotune.costmodel.train import params_for
@@ -142,11 +142,8 @@ def _main(args) -> int:
             return None
         idx = cap_subsample(train.groups, cap, seed)
         part = train.subset(idx)
-        params = params_for(kind, args.quick)
-        if "seed" in create(kind).get_params():
-            params = {**params, "seed": seed}
         t0 = time.time()
-        model = create(kind, **params).fit(part.batch, part.y, part.groups)
+        model = create_seeded(kind, seed, **params_for(kind, args.quick)).fit(part.batch, part.y, part.groups)
         fit_s = time.time() - t0
         scores = evaluate(model, data, test_keys)["views"]
         got = {"kind": kind, "cap": cap, "seed": seed, "programs": len(part), "tasks": int(len(set(part.groups.tolist()))),

@@ -91,7 +91,7 @@ def _main(args) -> int:
     setup_logging()
     import logging
 
-    from autotune.costmodel import create
+    from autotune.costmodel import create_seeded
     from autotune.costmodel.data import load_split
     from autotune.costmodel.ensemble import within_task_scale
     from autotune.costmodel.evaluate import score_part
@@ -127,11 +127,8 @@ def _main(args) -> int:
                     return z["val"], tuple(z["norm"]), float(z["fit_s"])
         if args.summarize_only:
             return None
-        params = hparams_for(kind)
-        if "seed" in create(kind).get_params():
-            params = {**params, "seed": seed}
         t0 = time.time()
-        model = create(kind, **params).fit(fit.batch, fit.y, fit.groups)
+        model = create_seeded(kind, seed, **hparams_for(kind)).fit(fit.batch, fit.y, fit.groups)
         fit_s = time.time() - t0
         norm = within_task_scale(model.predict(fit.batch), fit.groups)
         pred = model.predict(val.batch)

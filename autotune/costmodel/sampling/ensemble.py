@@ -46,14 +46,12 @@ class BootstrapEnsemble(CostModel):
         return model_class(self.kind).uses_traces
 
     def _member(self, i: int) -> CostModel:
-        from .. import create
+        from .. import create_seeded
 
         params = dict(
             SMALL_XGB if self.member_params is None and self.kind == "xgb" else self.member_params or {}
         )
-        if "seed" in create(self.kind).get_params():
-            params["seed"] = self.seed * 1000 + i
-        return create(self.kind, **params)
+        return create_seeded(self.kind, self.seed * 1000 + i, **params)
 
     def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
         if self.n_members < 2:
