@@ -341,3 +341,29 @@ def test_data_curve_script(tmp_path):
                           (["--seeds", "x"], "--seeds"), (["--held-out", "resnet50"], "--held-out")):
         res = run(*args, *bad)
         assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+def test_data_curve_reading_hand_computed(tmp_path):
+    """comparison.md's 'why' block reads data_curve.json of the same dataset: top-1 at all programs, the slope
+    per doubling and the programs per task that slope would need for 0.75 (0.55 + 0.05·d = 0.75: d = 4
+    doublings of 30 programs per task: 480); a quick run or another dataset's curve is not read."""
+    from autotune.costmodel.train import data_curve_reading, markdown_table
+
+    curve = {"dataset_manifest_sha256": "abc", "quick": False, "missing": [],
+             "slope_per_doubling": {"ms-xgb": {"all_top1": 0.05}, "xgb": {"all_top1": -0.01}},
+             "rows": [{"kind": "ms-xgb", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.55}},
+                      {"kind": "xgb", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.40}}]}
+    (tmp_path / "data_curve.json").write_text(json.dumps(curve))
+    got = data_curve_reading(str(tmp_path), "abc")
+    assert got["kinds"]["ms-xgb"]["programs_per_task_for_target"] == pytest.approx(480.0)
+    assert got["kinds"]["xgb"]["programs_per_task_for_target"] is None
+    assert data_curve_reading(str(tmp_path), "other") is None
+    (tmp_path / "data_curve.json").write_text(json.dumps({**curve, "quick": True}))
+    assert data_curve_reading(str(tmp_path), "abc") is None
+    result = {"hardware_id": "hw", "held_out": ["m"], "rows": [], "train_programs": 1, "seeds": [0],
+              "dataset_manifest_sha256": "abc", "git_commit": None, "loadavg": None, "paired": [], "done_when": [],
+              "data_curve": got}
+    md = markdown_table(result)
+    assert "- ms-xgb: top-1 0.550 at 30.0 programs per task, +0.050 per doubling; at that slope top-1 0.75 " \
+           "would need ~480 programs per task (16x today's) — an extrapolation" in md
+    assert "- xgb: top-1 0.400 at 30.0 programs per task, -0.010 per doubling; no gain per doubling" in md

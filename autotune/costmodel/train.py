@@ -114,6 +114,7 @@ def _summarize(args) -> int:
     hw_models = os.path.join(args.models_dir, result["hardware_id"])
     result["paired"] = paired_table(result["rows"])
     result["done_when"] = done_when(result["rows"], folder_bytes(args.models_dir), latest_throughput_benchmark(hw_models))
+    result["data_curve"] = data_curve_reading(args.results, result["dataset_manifest_sha256"])
     write_results(path, result, os.path.join(args.results, "comparison.md"), markdown_table(result))
     return 0
 
@@ -158,7 +159,7 @@ def _main(args) -> int:
     logger.info("train: %d programs over %d tasks; held out: %s", len(train), len(train_keys),
                 {m: len(k) for m, k in test_keys.items()})
     hw = data.manifest["hardware"]["hardware_id"]
-    manifest_hash = hashlib.sha256(json.dumps(data.manifest, sort_keys=True).encode()).hexdigest()
+    manifest_hash = manifest_sha256(data.manifest)
     seeds = list(range(args.seed, args.seed + args.seeds))
     rows = []
     test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
@@ -196,6 +197,7 @@ def _main(args) -> int:
               "models_dir_bytes": folder_bytes(args.models_dir),
               "done_when": done_when(rows, folder_bytes(args.models_dir),
                                      latest_throughput_benchmark(os.path.join(args.models_dir, hw))),
+              "data_curve": data_curve_reading(args.results, manifest_hash),
               "measured_on": host_cpu(), "loadavg": loadavg(),
               "git_commit": git_commit(), "quick": args.quick}
     write_results(os.path.join(args.results, "comparison.json"), result, os.path.join(args.results, "comparison.md"),
@@ -288,6 +290,38 @@ def paired_table(rows: list[dict]) -> list[dict]:
 def folder_bytes(path: str) -> int:
     """Bytes of every file under ``path`` (``du``'s apparent size)."""
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+
+
+def manifest_sha256(manifest: dict) -> str:
+    """The dataset identity results and cards record: sha256 of its manifest as sorted JSON."""
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
+def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TARGETS["seq_top1"]) -> dict | None:
+    """What ``experiments/costmodel/data_curve.py`` measured on the same dataset (``results_dir``/data_curve.json):
+    per kind, held-out top-1 at every training program of each task, its least-squares slope per doubling of
+    programs per task, and — an extrapolation, labelled so — the programs per task at which that slope would
+    reach ``target``. None without a (non-quick) result for this dataset."""
+    path = os.path.join(results_dir, "data_curve.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            got = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if got.get("quick") or got.get("dataset_manifest_sha256") != manifest_hash:
+        return None
+    kinds = {}
+    for kind, slopes in got.get("slope_per_doubling", {}).items():
+        full = [r for r in got.get("rows", []) if r["kind"] == kind and r["cap"] == "all" and "all_top1" in r]
+        slope = slopes.get("all_top1")
+        if not full or slope is None:
+            continue
+        top1, ppt = full[0]["all_top1"]["mean"], full[0]["programs_per_task"]
+        need = ppt * 2 ** ((target - top1) / slope) if slope > 0 and top1 < target else None
+        kinds[kind] = {"top1": top1, "programs_per_task": ppt, "slope_per_doubling": slope,
+                       "programs_per_task_for_target": need}
+    return {"path": os.path.join(results_dir, "data_curve.md"), "target": target, "kinds": kinds,
+            "missing": len(got.get("missing", []))} if kinds else None
 
 
 def latest_throughput_benchmark(models_dir: str, bench_dir: str = BENCH_DIR) -> dict | None:
@@ -448,6 +482,19 @@ def markdown_table(result: dict) -> str:
             short = f", short by {_value(d['threshold'] - d['value'], 'count' if d['unit'] == 'count' else 'score')}"
         detail = f" ({d['detail']})" if d["detail"] else ""
         lines.append(f"- {d['target']}: {_value(d['value'], d['unit'])}{detail} — {state}{short}")
+    curve = result.get("data_curve")
+    if curve:
+        lines += ["", f"Why top-1 stays short — more training programs per task, measured (`{curve['path']}`: each "
+                      "training task capped at fewer of its programs, same held-out programs"
+                  + (f"; {curve['missing']} fits still missing" if curve["missing"] else "") + "):", ""]
+        for kind, k in curve["kinds"].items():
+            need = k["programs_per_task_for_target"]
+            reach = (f"at that slope top-1 {curve['target']} would need ~{need:,.0f} programs per task "
+                     f"({need / k['programs_per_task']:,.0f}x today's) — an extrapolation, not a measurement"
+                     if need else "no gain per doubling to extrapolate from" if k["slope_per_doubling"] <= 0 else
+                     "already at the target")
+            lines.append(f"- {kind}: top-1 {k['top1']:.3f} at {k['programs_per_task']:.1f} programs per task, "
+                         f"{k['slope_per_doubling']:+.3f} per doubling; {reach}")
     lines += ["", "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
     return "\n".join(lines)
 

@@ -121,7 +121,7 @@ def _main(args) -> int:
     from autotune.costmodel import create_seeded
     from autotune.costmodel.data import load_split
     from autotune.costmodel.evaluate import evaluate
-    from autotune.costmodel.train import params_for
+    from autotune.costmodel.train import manifest_sha256, params_for
     from autotune.data.splits import HELD_OUT_MODELS
 
     log = logging.getLogger("autotune.experiments.data_curve")
@@ -167,22 +167,12 @@ def _main(args) -> int:
     result.update({"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "held_out": held,
                    "train_programs": len(train), "train_tasks": len(train_keys), "quick": args.quick,
                    "measured_on": host_cpu(), "loadavg_end": loadavg(), "git_commit": git_commit(),
-                   "dataset_manifest_sha256": _manifest_hash(args.dataset)})
+                   "dataset_manifest_sha256": manifest_sha256(data.manifest)})
     os.makedirs(args.out, exist_ok=True)
     name = "data_curve_quick" if args.quick else "data_curve"
     write_results(os.path.join(args.out, f"{name}.json"), result, os.path.join(args.out, f"{name}.md"), markdown(result))
     _plot(result, os.path.join(args.out, f"{name}.png"))
     return 0
-
-
-def _manifest_hash(root: str) -> str | None:
-    import hashlib
-
-    path = os.path.join(root, "manifest.json")
-    if not os.path.exists(path):
-        return None
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:12]
 
 
 def slope_per_doubling(x: list[float], y: list[float]) -> float | None:
@@ -239,7 +229,7 @@ def markdown(result: dict) -> str:
         f"`cap` programs (a uniform draw within the task, seeded; nested across caps); held out "
         f"{', '.join(result['held_out'])}, scored on all their programs as in `results/comparison.md` (mean over the "
         f"held-out models; mean ± sd over seeds). Measured on {result['measured_on']}; dataset manifest sha256 "
-        f"{result['dataset_manifest_sha256']}, commit {str(result['git_commit'])[:10]}.",
+        f"{result['dataset_manifest_sha256'][:12]}, commit {str(result['git_commit'])[:10]}.",
         "",
         "| kind | cap | programs/task | programs | top-1 all | top-5 all | pairwise all | top-1 search | top-1 unseen | fit s |",
         "|---|---|---|---|---|---|---|---|---|---|",
