@@ -104,6 +104,8 @@ experiments-costmodel: features
 	$(PY) experiments/costmodel/t2_mixers.py --dataset $(DATASET) --seeds $(SEEDS)
 	$(PY) experiments/costmodel/top1_analysis.py --dataset $(DATASET)
 	$(PY) experiments/costmodel/offline_vs_tuning.py
+	$(PY) experiments/costmodel/data_curve.py --dataset $(DATASET)
+	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --summarize-only
 
 # Optuna on the training tasks only; OBJECTIVE: top1 (validation top-1, default), pairwise or blend;
 # trials whose saved model would exceed MAX_MODEL_MB are pruned (models/ stays <= 40 MB)
