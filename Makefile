@@ -107,13 +107,15 @@ experiments-costmodel: features
 	$(PY) experiments/costmodel/data_curve.py --dataset $(DATASET)
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --summarize-only
 
-# Optuna on the training tasks only; OBJECTIVE: top1 (validation top-1, default), pairwise or blend;
-# trials whose saved model would exceed MAX_MODEL_MB are pruned (models/ stays <= 40 MB)
+# Optuna on the training tasks only; OBJECTIVE: top1 (validation top-1, default), pairwise, blend or task_top1;
+# trials whose saved model would exceed MAX_MODEL_MB are pruned (models/ stays <= 40 MB); FIT_SEEDS fits per
+# trial step, scores averaged (top-1 moves by tenths between seeds of one configuration; N times the cost)
 OBJECTIVE ?= top1
+FIT_SEEDS ?= 1
 MAX_MODEL_MB ?= 5
 tune-costmodel-hparams: setup
 	$(PY) -m autotune.costmodel.hparams --dataset $(DATASET) --models xgb,seq --trials 30 \
-		--objective $(OBJECTIVE) --max-model-mb $(MAX_MODEL_MB)
+		--objective $(OBJECTIVE) --max-model-mb $(MAX_MODEL_MB) --fit-seeds $(FIT_SEEDS)
 
 # Tuning efficiency of each cost model on the held-out models (hours; resumable) and its CI check.
 experiments-tuning-efficiency: setup

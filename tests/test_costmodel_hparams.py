@@ -32,6 +32,33 @@ def test_study_optimises_validation_top1_within_size_bound(cli, tmp_path):
     assert json.loads((tmp_path / "xgb.json").read_text())["trials"] == 4
 
 
+def test_study_over_several_fit_seeds(cli, tmp_path):
+    """--fit-seeds 2: every trial fits twice (seeds 0 and 1) and its value is the mean of the two fits'
+    task-mean top-1; it is a separate study from the one-fit study in the same journal."""
+    common = ["--dataset", TEST_DATASET, "--held-out", "tiny", "--models", "xgb", "--objective", "task_top1",
+              "--storage", str(tmp_path / "journal.log"), "--out-dir", str(tmp_path)]
+    res = cli("autotune.costmodel.hparams", *common, "--trials", "2", "--fit-seeds", "2", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    best = json.loads((tmp_path / "xgb.json").read_text())
+    runs = best["validation_runs"]
+    assert runs["seeds"] == [0, 1] and len(runs["task_top1"]) == 2
+    assert best["validation_task_top1"] == pytest.approx(sum(runs["task_top1"]) / 2)
+    assert best["validation"]["task_top1"] == pytest.approx(best["validation_task_top1"])
+    assert runs["sd"] is not None and runs["sd"] >= 0
+    res = cli("autotune.costmodel.hparams", *common, "--trials", "1", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    one = json.loads((tmp_path / "xgb.json").read_text())
+    assert one["trials"] == 1 and one["validation_runs"]["seeds"] == [0] and one["validation_runs"]["sd"] is None
+
+
+def test_mean_scores_hand_computed():
+    from autotune.costmodel.hparams import mean_scores
+
+    got = mean_scores([{"top1": 0.5, "value": 0.5}, {"top1": 0.7, "value": 0.7}])
+    assert got["top1"] == pytest.approx(0.6) and got["value"] == pytest.approx(0.6)
+    assert got["value_runs"] == [0.5, 0.7] and got["value_sd"] == pytest.approx(0.1414, abs=1e-4)
+
+
 def test_size_bound_prunes_every_larger_trial(cli, tmp_path):
     """A bound smaller than any fitted model: every trial is pruned and the run says so in one line."""
     res = cli("autotune.costmodel.hparams", "--dataset", TEST_DATASET, "--held-out", "tiny", "--models", "xgb",
@@ -46,6 +73,7 @@ def test_size_bound_prunes_every_larger_trial(cli, tmp_path):
     (["--objective", "rmse"], "--objective"),
     (["--models", "random"], "--models"),
     (["--max-model-mb", "0"], "--max-model-mb"),
+    (["--fit-seeds", "0"], "--fit-seeds"),
 ])
 def test_hparams_bad_input(cli, tmp_path, args, expected):
     res = cli("autotune.costmodel.hparams", "--dataset", TEST_DATASET, "--held-out", "tiny", "--trials", "1",
@@ -71,6 +99,9 @@ def test_validation_weights_and_objectives():
     assert perfect["value"] == perfect["top1"] == pytest.approx(1.0) and perfect["pairwise"] > 0.99
     worst = score("blend", part, {gid: 1.0}, part.latency)
     assert worst["top1"] < 1 and worst["value"] == pytest.approx((worst["top1"] + worst["pairwise"]) / 2)
+    # one task: task-mean top-1 is that task's best / picked latency
+    task = score("task_top1", part, {gid: 1.0}, part.latency)
+    assert task["value"] == task["task_top1"] == pytest.approx(part.latency.min() / part.latency.max())
 
 
 def test_saved_bytes_grows_with_trees():

@@ -11,7 +11,16 @@ so the median pruner stops weak trials early. The objective (``--objective``):
   validation tasks belong to training models, none of which is the one being scored;
 - ``pairwise``: share of a task's program pairs ordered right (what earlier studies optimised;
   it rose while top-1 fell);
-- ``blend``: the mean of the two.
+- ``blend``: the mean of the two;
+- ``task_top1``: top-1 averaged over validation tasks, every task once (``metrics.task_mean_top_k``): the
+  weighted top-1 moves in steps of the heaviest tasks' single picks, too coarse to tell configurations
+  apart (what ``experiments/costmodel/ensemble_select.py`` found choosing the ensemble's members).
+
+Held-out top-1 moves by tenths between seeds of one configuration (``results/comparison.md``), so one fit
+per trial can rank configurations by their luck: ``--fit-seeds N`` fits every fidelity step N times (seeds
+``--seed`` .. ``--seed``+N-1 for kinds that take a seed) and reports the mean of each score (the per-fit
+values and their sd are kept in the trial's attributes). It costs N times the fits; studies with N > 1 are
+separate studies in the journal.
 
 A model-size bound (``--max-model-mb``, 5 MB) keeps ``models/`` small: after the first (quarter)
 fit the saved model is measured and its full-fidelity size projected (XGBoost: bytes grow with the
@@ -37,7 +46,7 @@ from autotune.errors import UserError
 logger = logging.getLogger("autotune.costmodel.hparams")
 
 FIDELITIES = (0.25, 0.5, 1.0)
-OBJECTIVES = ("top1", "pairwise", "blend")
+OBJECTIVES = ("top1", "pairwise", "blend", "task_top1")
 MAX_MODEL_MB = 5.0
 KINDS = ("xgb", "xgb-reg", "seq", "seq-lstm", "seq-top", "ms-mlp")  # kinds with a search space
 # fidelity parameters the saved size grows with (trees); epochs leave a network's size unchanged
@@ -96,13 +105,24 @@ def validation_weights(data, keys) -> dict[int, float]:
 
 
 def score(objective: str, val, weights: dict, pred) -> dict:
-    """Validation top-1, pairwise and the objective's value for predictions ``pred`` on ``val``."""
-    from .metrics import pairwise_accuracy, top_k_score
+    """Validation top-1, pairwise, task-mean top-1 and the objective's value for predictions ``pred`` on ``val``."""
+    from .metrics import pairwise_accuracy, task_mean_top_k, top_k_score
 
     top1 = top_k_score(val.latency, pred, val.groups, weights, 1)
     pairwise = pairwise_accuracy(val.latency, pred, val.groups)
-    value = {"top1": top1, "pairwise": pairwise, "blend": (top1 + pairwise) / 2}[objective]
-    return {"top1": top1, "pairwise": pairwise, "value": value}
+    task_top1 = task_mean_top_k(val.latency, pred, val.groups, 1)
+    value = {"top1": top1, "pairwise": pairwise, "blend": (top1 + pairwise) / 2, "task_top1": task_top1}[objective]
+    return {"top1": top1, "pairwise": pairwise, "task_top1": task_top1, "value": value}
+
+
+def mean_scores(runs: list[dict]) -> dict:
+    """The mean of each score over fits of one configuration (``score`` results), with the objective value's
+    per-fit values and sd (None for one fit)."""
+    import statistics
+
+    out = {k: float(statistics.fmean(r[k] for r in runs)) for k in runs[0]}
+    values = [r["value"] for r in runs]
+    return {**out, "value_runs": values, "value_sd": statistics.stdev(values) if len(values) > 1 else None}
 
 
 def saved_bytes(model) -> int:
@@ -112,7 +132,8 @@ def saved_bytes(model) -> int:
         return sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
 
 
-def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, held_out: list[str], seed: int):
+def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, held_out: list[str], seed: int,
+                fit_seeds: int = 1):
     """Check the study's settings and split the training tasks into fit / validation (one line on bad input)."""
     from autotune.data.splits import split_by_task
 
@@ -124,6 +145,8 @@ def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, he
         raise UserError(f"--objective: unknown {objective!r}; valid: {', '.join(OBJECTIVES)}")
     if not max_model_mb > 0:
         raise UserError(f"--max-model-mb: {max_model_mb} is not a size; give a positive number of MB")
+    if fit_seeds < 1:
+        raise UserError(f"--fit-seeds: {fit_seeds}; give 1 or more fits per trial")
     data, train_keys, _ = load_split(dataset, held_out)
     fit_keys, val_keys = split_by_task(train_keys, test_fraction=0.2, seed=seed)
     return data.select_tasks(fit_keys), data.select_tasks(val_keys), validation_weights(data, val_keys), val_keys
@@ -131,15 +154,16 @@ def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, he
 
 def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_out: list[str], seed: int = 0,
               out_dir: str = os.path.join("models", "hparams"), objective: str = "top1",
-              max_model_mb: float = MAX_MODEL_MB) -> dict:
+              max_model_mb: float = MAX_MODEL_MB, fit_seeds: int = 1) -> dict:
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    from . import create
+    from . import create_seeded, takes_seed
 
     bound = int(max_model_mb * 1e6)
-    fit, val, weights, val_keys = _study_data(dataset, kind, objective, max_model_mb, held_out, seed)
+    fit, val, weights, val_keys = _study_data(dataset, kind, objective, max_model_mb, held_out, seed, fit_seeds)
+    seeds = [seed + i for i in range(fit_seeds)] if takes_seed(kind) else [seed]
 
     def trial_objective(trial) -> float:
         params, fidelity_key = space(kind, trial)
@@ -147,8 +171,8 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
         result = {"value": float("nan")}
         for step, frac in enumerate(FIDELITIES):
             params[fidelity_key] = max(1, int(round(full * frac)))
-            model = create(kind, **params).fit(fit.batch, fit.y, fit.groups)
-            size = saved_bytes(model)
+            models = [create_seeded(kind, s, **params).fit(fit.batch, fit.y, fit.groups) for s in seeds]
+            size = max(saved_bytes(m) for m in models)
             grow = full / params[fidelity_key] if fidelity_key in SIZE_GROWS_WITH else 1.0
             trial.set_user_attr("model_bytes" if frac == 1.0 else "projected_model_bytes", int(size * grow))
             if size * grow > bound:
@@ -156,8 +180,10 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
                 if step > 0:  # earlier steps reported a score: mark this one as worthless
                     trial.report(float("nan"), step)
                 raise optuna.TrialPruned(f"model {size * grow / 1e6:.1f} MB > {max_model_mb} MB")
-            result = score(objective, val, weights, model.predict(val.batch))
-            trial.set_user_attr("validation", {k: result[k] for k in ("top1", "pairwise")})
+            result = mean_scores([score(objective, val, weights, m.predict(val.batch)) for m in models])
+            trial.set_user_attr("validation", {k: result[k] for k in ("top1", "pairwise", "task_top1")})
+            trial.set_user_attr("validation_runs", {"seeds": seeds, objective: result["value_runs"],
+                                                    "sd": result["value_sd"]})
             trial.report(result["value"], step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
@@ -166,7 +192,8 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
     os.makedirs(os.path.dirname(os.path.abspath(storage_path)), exist_ok=True)
     storage = JournalStorage(JournalFileBackend(storage_path))
     study = optuna.create_study(
-        study_name=f"costmodel-{kind}-{objective}-max{max_model_mb:g}mb", storage=storage, direction="maximize",
+        study_name=f"costmodel-{kind}-{objective}-max{max_model_mb:g}mb" + (f"-seeds{len(seeds)}" if len(seeds) > 1 else ""),
+        storage=storage, direction="maximize",
         load_if_exists=True, sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0),
     )
@@ -184,6 +211,7 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
     best_trial = study.best_trial
     best = {"kind": kind, "params": best_trial.params, "objective": objective,
             f"validation_{objective}": best_trial.value, "validation": best_trial.user_attrs.get("validation"),
+            "validation_runs": best_trial.user_attrs.get("validation_runs"),
             "model_bytes": best_trial.user_attrs.get("model_bytes"), "max_model_bytes": bound,
             "trials": len(study.trials), "trials_over_size_bound": len(over), "validation_tasks": len(val_keys),
             "validation_weights": "count of the task in its first model (tasks.jsonl models[0]), 1 without weights",
@@ -207,13 +235,15 @@ def main(argv=None) -> int:
     ap.add_argument("--storage", default=os.path.join("models", "hparams", "optuna-journal.log"))
     ap.add_argument("--out-dir", default=os.path.join("models", "hparams"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fit-seeds", type=int, default=1,
+                    help="fits per trial and fidelity step, scores averaged (seeds --seed..; default: %(default)s)")
     args = ap.parse_args(argv)
 
     def body() -> int:
         setup_logging()
         for kind in [k.strip() for k in args.models.split(",") if k.strip()]:
             best = run_study(args.dataset, kind, args.trials, args.storage, args.held_out.split(","), args.seed,
-                             args.out_dir, args.objective, args.max_model_mb)
+                             args.out_dir, args.objective, args.max_model_mb, args.fit_seeds)
             logger.info("%s: best validation %s %.4f (top-1 %.4f, pairwise %.4f), %.2f MB, with %s", kind,
                         args.objective, best[f"validation_{args.objective}"], best["validation"]["top1"],
                         best["validation"]["pairwise"], (best["model_bytes"] or 0) / 1e6, best["params"])
