@@ -299,7 +299,7 @@ def manifest_sha256(manifest: dict) -> str:
 
 def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TARGETS["seq_top1"]) -> dict | None:
     """What ``experiments/costmodel/data_curve.py`` measured on the same dataset (``results_dir``/data_curve.json):
-    per kind, held-out top-1 at every training program of each task, its least-squares slope per doubling of
+    per kind, held-out top-1 when fitted on every training program, its least-squares slope per doubling of
     programs per task, and — an extrapolation, labelled so — the programs per task at which that slope would
     reach ``target``. None without a (non-quick) result for this dataset."""
     path = os.path.join(results_dir, "data_curve.json")
