@@ -365,5 +365,5 @@ def test_data_curve_reading_hand_computed(tmp_path):
               "data_curve": got}
     md = markdown_table(result)
     assert "- ms-xgb: top-1 0.550 at 30.0 programs per task, +0.050 per doubling; at that slope top-1 0.75 " \
-           "would need ~480 programs per task (16x today's) — an extrapolation" in md
+           "would need ~480 programs per task (16.0x today's) — an extrapolation" in md
     assert "- xgb: top-1 0.400 at 30.0 programs per task, -0.010 per doubling; no gain per doubling" in md

@@ -320,8 +320,9 @@ def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TAR
         need = ppt * 2 ** ((target - top1) / slope) if slope > 0 and top1 < target else None
         kinds[kind] = {"top1": top1, "programs_per_task": ppt, "slope_per_doubling": slope,
                        "programs_per_task_for_target": need}
+    sds = [r["all_top1"]["sd"] for r in got.get("rows", []) if r.get("all_top1", {}).get("sd") is not None]
     return {"path": os.path.join(results_dir, "data_curve.md"), "target": target, "kinds": kinds,
-            "missing": len(got.get("missing", []))} if kinds else None
+            "missing": len(got.get("missing", [])), "max_top1_sd": max(sds, default=None)} if kinds else None
 
 
 def latest_throughput_benchmark(models_dir: str, bench_dir: str = BENCH_DIR) -> dict | None:
@@ -485,12 +486,14 @@ def markdown_table(result: dict) -> str:
     curve = result.get("data_curve")
     if curve:
         lines += ["", f"Why top-1 stays short — more training programs per task, measured (`{curve['path']}`: each "
-                      "training task capped at fewer of its programs, same held-out programs"
+                      "training task capped at fewer of its programs, same held-out programs; a least-squares line"
+                  + (f" through points whose top-1 sd over seeds is up to {curve['max_top1_sd']:.3f}"
+                     if curve.get("max_top1_sd") is not None else "")
                   + (f"; {curve['missing']} fits still missing" if curve["missing"] else "") + "):", ""]
         for kind, k in curve["kinds"].items():
             need = k["programs_per_task_for_target"]
             reach = (f"at that slope top-1 {curve['target']} would need ~{need:,.0f} programs per task "
-                     f"({need / k['programs_per_task']:,.0f}x today's) — an extrapolation, not a measurement"
+                     f"({need / k['programs_per_task']:,.1f}x today's) — an extrapolation, not a measurement"
                      if need else "no gain per doubling to extrapolate from" if k["slope_per_doubling"] <= 0 else
                      "already at the target")
             lines.append(f"- {kind}: top-1 {k['top1']:.3f} at {k['programs_per_task']:.1f} programs per task, "
