@@ -11,7 +11,8 @@ The slope per doubling of programs per task is fitted to the measured points (le
 mean programs per task); what it says about 64 per task is an extrapolation and is labelled so.
 
 Each fit's scores are cached as JSON under ``--cache`` (resumable; ``--summarize-only`` rebuilds the table
-from the cache). Writes ``--out``/data_curve.{json,md,png}.
+from the cache), keyed by kind, cap, seed and the training set's size: after changing ``models/hparams/``,
+remove the cache to refit. Writes ``--out``/data_curve.{json,md,png}.
 
     python experiments/costmodel/data_curve.py --dataset datasets/cpu-znver3-2c --kinds ms-xgb,xgb-reg,seq-lstm
 """
