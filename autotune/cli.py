@@ -93,6 +93,24 @@ def run_main(main: Callable[[], int]) -> int:
         return 130
 
 
+def comma_list(text: str) -> list[str]:
+    """'a, b,,c' -> ['a', 'b', 'c']: a comma-separated flag value, blanks dropped."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def seed_list(text: str, flag: str = "--seeds") -> list[int]:
+    """A comma-separated list of seeds; anything else (or none) is a UserError naming ``flag``."""
+    from autotune.errors import UserError
+
+    try:
+        seeds = [int(s) for s in comma_list(text)]
+    except ValueError:
+        raise UserError(f"{flag}: {text!r} is not a comma-separated list of integers") from None
+    if not seeds:
+        raise UserError(f"{flag}: give at least one seed")
+    return seeds
+
+
 def one_line(text: str) -> str:
     """A message as one line: terminal colour codes dropped, line breaks and runs of spaces collapsed
     (some libraries' errors embedded in a UserError span several lines)."""

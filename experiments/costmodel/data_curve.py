@@ -32,7 +32,17 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
 import numpy as np  # noqa: E402
 
-from autotune.cli import git_commit, host_cpu, loadavg, run_main, setup_logging, write_json, write_results  # noqa: E402
+from autotune.cli import (  # noqa: E402
+    comma_list,
+    git_commit,
+    host_cpu,
+    loadavg,
+    run_main,
+    seed_list,
+    setup_logging,
+    write_json,
+    write_results,
+)
 from autotune.errors import UserError  # noqa: E402
 
 KINDS = "ms-xgb,xgb-reg,seq-lstm"
@@ -97,16 +107,11 @@ def cap_subsample(groups: np.ndarray, cap: int | None, seed: int) -> np.ndarray:
 def _parse(args):
     from autotune.costmodel import REGISTRY
 
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    kinds = comma_list(args.kinds)
     bad = [k for k in kinds if k not in REGISTRY]
     if bad or not kinds:
         raise UserError(f"--kinds: {args.kinds!r}; valid kinds: {', '.join(REGISTRY)}")
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise UserError(f"--seeds: {args.seeds!r} is not a comma-separated list of integers") from None
-    if not seeds:
-        raise UserError("--seeds: give at least one seed")
+    seeds = seed_list(args.seeds)
     return kinds, parse_caps(args.caps), seeds
 
 
@@ -126,7 +131,7 @@ def _main(args) -> int:
     from autotune.data.splits import HELD_OUT_MODELS
 
     log = logging.getLogger("autotune.experiments.data_curve")
-    held = [m.strip() for m in args.held_out.split(",") if m.strip()] if args.held_out else list(HELD_OUT_MODELS)
+    held = comma_list(args.held_out) if args.held_out else list(HELD_OUT_MODELS)
     data, train_keys, test_keys = load_split(args.dataset, held)
     train = data.select_tasks(train_keys)
     os.makedirs(args.cache, exist_ok=True)

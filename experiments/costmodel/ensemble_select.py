@@ -30,7 +30,16 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from autotune.cli import git_commit, host_cpu, loadavg, run_main, setup_logging, write_results  # noqa: E402
+from autotune.cli import (  # noqa: E402
+    comma_list,
+    git_commit,
+    host_cpu,
+    loadavg,
+    run_main,
+    seed_list,
+    setup_logging,
+    write_results,
+)
 from autotune.errors import UserError  # noqa: E402
 
 CANDIDATES = "ms-xgb,xgb,xgb-reg,ms-mlp,seq-lstm,seq-top"
@@ -68,22 +77,17 @@ def main(argv=None) -> int:
 def _parse(args):
     from autotune.costmodel import REGISTRY
 
-    kinds = [k.strip() for k in args.candidates.split(",") if k.strip()]
+    kinds = comma_list(args.candidates)
     bad = [k for k in kinds if k not in REGISTRY or k in ("ensemble", "random")]
     if bad or len(kinds) < 2:
         raise UserError(f"--candidates: need 2 or more of {', '.join(k for k in REGISTRY if k not in ('ensemble', 'random'))}"
                         f"; got {args.candidates!r}")
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise UserError(f"--seeds: {args.seeds!r} is not a comma-separated list of integers") from None
-    if not seeds:
-        raise UserError("--seeds: give at least one seed")
+    seeds = seed_list(args.seeds)
     if args.max_members < 2:
         raise UserError(f"--max-members: {args.max_members}; a committee has 2 or more members")
     if not args.max_model_mb > 0:
         raise UserError(f"--max-model-mb: {args.max_model_mb} is not a size; give a positive number of MB")
-    return kinds, seeds, [m.strip() for m in args.validation_models.split(",") if m.strip()]
+    return kinds, seeds, comma_list(args.validation_models)
 
 
 def _main(args) -> int:
@@ -100,7 +104,7 @@ def _main(args) -> int:
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     log = logging.getLogger("autotune.experiments.ensemble_select")
-    held_out = [m.strip() for m in args.held_out.split(",") if m.strip()] if args.held_out else list(HELD_OUT_MODELS)
+    held_out = comma_list(args.held_out) if args.held_out else list(HELD_OUT_MODELS)
     data, train_keys, _ = load_split(args.dataset, held_out)
     overlap = set(val_models) & set(held_out)
     if overlap:
