@@ -111,12 +111,20 @@ def _summarize(args) -> int:
     if result.get("format") != FORMAT:
         raise UserError(f"--summarize-only: {path} has layout {result.get('format')!r}, this code reads {FORMAT}; "
                         "retrain (make train-costmodel)")
-    hw_models = os.path.join(args.models_dir, result["hardware_id"])
-    result["paired"] = paired_table(result["rows"])
-    result["done_when"] = done_when(result["rows"], folder_bytes(args.models_dir), latest_throughput_benchmark(hw_models))
-    result["data_curve"] = data_curve_reading(args.results, result["dataset_manifest_sha256"])
-    write_results(path, result, os.path.join(args.results, "comparison.md"), markdown_table(result))
+    _write_comparison(result, args.models_dir, args.results)
     return 0
+
+
+def _write_comparison(result: dict, models_dir: str, results_dir: str) -> None:
+    """What follows from the rows — the paired table, the models folder's size, the done-when checks (with the
+    newest throughput benchmark of these models), the data-curve reading — then comparison.json / .md."""
+    size = folder_bytes(models_dir)
+    result.update({"paired": paired_table(result["rows"]), "models_dir_bytes": size,
+                   "done_when": done_when(result["rows"], size, latest_throughput_benchmark(
+                       os.path.join(models_dir, result["hardware_id"]))),
+                   "data_curve": data_curve_reading(results_dir, result["dataset_manifest_sha256"])})
+    write_results(os.path.join(results_dir, "comparison.json"), result, os.path.join(results_dir, "comparison.md"),
+                  markdown_table(result))
 
 
 def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys) -> dict:
@@ -191,17 +199,10 @@ def _main(args) -> int:
         if kind == kinds[0] or kind == "seq":
             _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
     rows = _keep_other_rows(os.path.join(args.results, "comparison.json"), rows, manifest_hash, held, args.quick)
-    pairs = paired_table(rows)
     result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
-              "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds, "paired": pairs,
-              "models_dir_bytes": folder_bytes(args.models_dir),
-              "done_when": done_when(rows, folder_bytes(args.models_dir),
-                                     latest_throughput_benchmark(os.path.join(args.models_dir, hw))),
-              "data_curve": data_curve_reading(args.results, manifest_hash),
-              "measured_on": host_cpu(), "loadavg": loadavg(),
-              "git_commit": git_commit(), "quick": args.quick}
-    write_results(os.path.join(args.results, "comparison.json"), result, os.path.join(args.results, "comparison.md"),
-                  markdown_table(result))
+              "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds,
+              "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick}
+    _write_comparison(result, args.models_dir, args.results)
     return 0
 
 
