@@ -367,3 +367,18 @@ def test_data_curve_reading_hand_computed(tmp_path):
     assert "- ms-xgb: top-1 0.550 at 30.0 programs per task, +0.050 per doubling; at that slope top-1 0.75 " \
            "would need ~480 programs per task (16.0x today's) — an extrapolation" in md
     assert "- xgb: top-1 0.400 at 30.0 programs per task, -0.010 per doubling; no gain per doubling" in md
+
+
+def test_results_folder_per_hardware(tmp_path):
+    """The main dataset's comparison is the results root; another hardware's goes to a subfolder by default,
+    and a folder holding another hardware's comparison is refused (it would be overwritten) with exit 2."""
+    from autotune.costmodel.train import MAIN_HARDWARE, RESULTS_ROOT, resolve_results, results_dir_for
+    from autotune.errors import UserError
+
+    assert results_dir_for(MAIN_HARDWARE) == RESULTS_ROOT
+    assert results_dir_for("cpu-rocketlake-2c") == os.path.join(RESULTS_ROOT, "cpu-rocketlake-2c")
+    assert resolve_results(None, "cpu-rocketlake-2c") == os.path.join(RESULTS_ROOT, "cpu-rocketlake-2c")
+    (tmp_path / "comparison.json").write_text(json.dumps({"hardware_id": MAIN_HARDWARE}))
+    assert resolve_results(str(tmp_path), MAIN_HARDWARE) == str(tmp_path)
+    with pytest.raises(UserError, match="--results: .* holds the comparison of cpu-znver3-2c"):
+        resolve_results(str(tmp_path), "cpu-rocketlake-2c")

@@ -40,6 +40,10 @@ DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-top,ensemble,random
 DEFAULT_SEEDS = 3
 HPARAMS_DIR = os.path.join("models", "hparams")
 BENCH_DIR = os.path.join("benchmarks", "results")
+RESULTS_ROOT = os.path.join("experiments", "costmodel", "results")
+# The shipped main dataset's hardware (datasets/cpu-znver3-2c): its comparison is RESULTS_ROOT itself; another
+# hardware's goes to RESULTS_ROOT/<hardware id>/ so that training on it never overwrites the main table
+MAIN_HARDWARE = "cpu-znver3-2c"
 FORMAT = 2  # comparison.json layout: rows with seeds, views and over_seeds per view; paired; done_when
 # issue 12's done-when targets (held-out, view "all", mean over seeds; throughput on this CPU)
 TARGETS = {"seq_top1": 0.75, "seq_over_ms_xgb": 0.08, "seq_top5": 0.92, "seq_programs_per_s": 20_000,
@@ -88,7 +92,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated, from: {DEFAULT_MODELS}")
     ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS))
     ap.add_argument("--models-dir", default="models")
-    ap.add_argument("--results", default=os.path.join("experiments", "costmodel", "results"))
+    ap.add_argument("--results", default=None,
+                    help=f"folder of comparison.json/.md (default: {RESULTS_ROOT} for the main dataset's hardware "
+                         f"{MAIN_HARDWARE}, {RESULTS_ROOT}/<hardware id> for any other)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                     help="train each model this many times (seeds seed..seed+N-1) and report mean ± sd and a paired "
@@ -101,7 +107,31 @@ def main(argv=None) -> int:
     return run_main(lambda: _summarize(args) if args.summarize_only else _main(args))
 
 
+def results_dir_for(hardware_id: str, root: str = RESULTS_ROOT) -> str:
+    """The default results folder of a dataset measured on ``hardware_id`` (see ``MAIN_HARDWARE``)."""
+    return root if hardware_id == MAIN_HARDWARE else os.path.join(root, hardware_id)
+
+
+def resolve_results(results: str | None, hardware_id: str) -> str:
+    """``--results`` or the hardware's default folder; a UserError when that folder's comparison.json
+    describes another hardware's dataset (writing there would lose it)."""
+    out = results or results_dir_for(hardware_id)
+    path = os.path.join(out, "comparison.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f).get("hardware_id")
+    except (OSError, ValueError, AttributeError):
+        return out
+    if old and old != hardware_id:
+        raise UserError(f"--results: {path} holds the comparison of {old}, this dataset is {hardware_id}; give "
+                        f"--results {results_dir_for(hardware_id)} (or another folder) so it is kept")
+    return out
+
+
 def _summarize(args) -> int:
+    from autotune.data.store import read_manifest
+
+    args.results = resolve_results(args.results, read_manifest(args.dataset)["hardware"]["hardware_id"])
     path = os.path.join(args.results, "comparison.json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -167,6 +197,7 @@ def _main(args) -> int:
     logger.info("train: %d programs over %d tasks; held out: %s", len(train), len(train_keys),
                 {m: len(k) for m, k in test_keys.items()})
     hw = data.manifest["hardware"]["hardware_id"]
+    args.results = resolve_results(args.results, hw)
     manifest_hash = manifest_sha256(data.manifest)
     seeds = list(range(args.seed, args.seed + args.seeds))
     rows = []

@@ -12,7 +12,9 @@ mean programs per task); what it says about 64 per task is an extrapolation and 
 
 Each fit's scores are cached as JSON under ``--cache`` (resumable; ``--summarize-only`` rebuilds the table
 from the cache), keyed by kind, cap, seed and the training set's size: after changing ``models/hparams/``,
-remove the cache to refit. Writes ``--out``/data_curve.{json,md,png}.
+remove the cache to refit. Writes ``--out``/data_curve.{json,md,png}: ``results/`` for the main dataset's hardware,
+``results/<hardware id>/`` for another (where ``make train-costmodel`` puts that dataset's comparison, which
+reads it).
 
     python experiments/costmodel/data_curve.py --dataset datasets/cpu-znver3-2c --kinds ms-xgb,xgb-reg,seq-lstm
 """
@@ -59,8 +61,9 @@ def main(argv=None) -> int:
                                                  "(default: %(default)s)")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds: subsample and fit (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="the CI's small settings per kind (a smoke test)")
-    ap.add_argument("--cache", default=os.path.join(HERE, "results", "data_curve"))
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--cache", default=None, help="per-fit JSON cache (default: <out>/data_curve)")
+    ap.add_argument("--out", default=None, help="results folder (default: results/ for the main dataset's hardware, "
+                                                "results/<hardware id>/ for another, as make train-costmodel)")
     ap.add_argument("--summarize-only", action="store_true", help="no fits: the table from the cache")
     args = ap.parse_args(argv)
     return run_main(lambda: _main(args))
@@ -127,13 +130,15 @@ def _main(args) -> int:
     from autotune.costmodel import create_seeded
     from autotune.costmodel.data import load_split
     from autotune.costmodel.evaluate import evaluate
-    from autotune.costmodel.train import manifest_sha256, params_for
+    from autotune.costmodel.train import manifest_sha256, params_for, results_dir_for
     from autotune.data.splits import HELD_OUT_MODELS
 
     log = logging.getLogger("autotune.experiments.data_curve")
     held = comma_list(args.held_out) if args.held_out else list(HELD_OUT_MODELS)
     data, train_keys, test_keys = load_split(args.dataset, held)
     train = data.select_tasks(train_keys)
+    args.out = args.out or results_dir_for(data.manifest["hardware"]["hardware_id"], os.path.join(HERE, "results"))
+    args.cache = args.cache or os.path.join(args.out, "data_curve")
     os.makedirs(args.cache, exist_ok=True)
     tag = "quick-" if args.quick else ""
 
