@@ -96,3 +96,14 @@ def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
         res = subprocess.run(args[:-6] + ["--spec", bad, "--out", str(out)], cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
         assert res.returncode == 2 and f"--spec {bad!r}" in res.stderr, (bad, res.stderr)
+
+
+@pytest.mark.parametrize("script", ["experiments/costmodel/variants.py", "experiments/tuning_efficiency/run.py",
+                                    "experiments/tuning_efficiency/real_budget.py",
+                                    "experiments/active_learning/real_collection.py"])
+def test_experiment_scripts_refuse_bad_seeds(script):
+    """Every experiment script reads --seeds with autotune.cli.seed_list: a bad list is one line naming --seeds,
+    exit 2, before anything is fitted, tuned or collected."""
+    res = subprocess.run([sys.executable, os.path.join(ROOT, script), "--seeds", "0,x"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "--seeds" in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]

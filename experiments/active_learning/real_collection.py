@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from autotune.cli import git_commit, loadavg, write_json  # noqa: E402
+from autotune.cli import git_commit, loadavg, seed_list, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS, ZOO_DATASET_MODELS  # noqa: E402
 
 TRAIN_MODELS = tuple(m for m in ZOO_DATASET_MODELS if m not in HELD_OUT_MODELS)
@@ -186,6 +186,7 @@ def main(argv=None) -> int:
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise UserError(f"--kinds: unknown {bad}; valid: {', '.join(KINDS)}")
+    seeds = seed_list(args.seeds)
     hw = subprocess.run([sys.executable, "-m", "autotune.env", "--hardware-id"], cwd=ROOT, capture_output=True,
                         text=True, check=True).stdout.split()[-1]
     if args.quick:
@@ -214,7 +215,7 @@ def main(argv=None) -> int:
             "eval_dataset": os.path.relpath(args.eval_dataset, ROOT), "loadavg_start": loadavg(),
             "commit": git_commit()}
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in seeds:
         for sampler in [s for s in args.samplers.split(",") if s]:
             root = arm_dataset(sampler, seed, args.work)
             if not args.summarize_only:

@@ -25,7 +25,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
 import numpy as np  # noqa: E402
 
-from autotune.cli import git_commit, host_cpu, run_main, setup_logging  # noqa: E402
+from autotune.cli import git_commit, host_cpu, run_main, seed_list, setup_logging  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
 METRICS = ("all_top1", "all_top5", "all_pairwise", "search_top1", "search_top5")
@@ -63,10 +63,7 @@ def main(argv=None) -> int:
 
 def _main(args) -> int:
     specs = [parse_spec(s) for s in args.spec]
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise UserError(f"--seeds {args.seeds!r}: comma-separated integers, e.g. 0,1,2") from None
+    seeds = seed_list(args.seeds)
     if specs and not args.table_only:
         setup_logging()
         _run(args, specs, seeds)

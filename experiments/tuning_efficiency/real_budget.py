@@ -64,7 +64,7 @@ sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
 from snapshots import MIN_SITTINGS, combine_sittings  # noqa: E402  (beside this file)
 
-from autotune.cli import loadavg, write_json  # noqa: E402
+from autotune.cli import loadavg, seed_list, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 from autotune.tuning.config import TRIALS_PER_ROUND_DEFAULT  # noqa: E402
 
@@ -675,7 +675,7 @@ def main(argv=None) -> int:
         args.out = os.path.join(args.work_root, "results")
     meta = {"command": " ".join(["python", "experiments/tuning_efficiency/real_budget.py", *(argv or sys.argv[1:])]),
             "trials_per_task": args.trials_per_task, "loadavg_start": loadavg(), "hardware_id": args.hardware}
-    groups = [(model, int(seed)) for seed in args.seeds.split(",") for model in args.models.split(",")]
+    groups = [(model, seed) for seed in seed_list(args.seeds) for model in args.models.split(",")]
     runs = [r for model, seed in groups for r in run_group(model, seed, args.arms.split(","), args)]
     if args.sittings and not args.summarize_only:
         for k in range(1, args.sittings + 1):  # interleaved: the machine's state drifts between sittings
@@ -687,7 +687,7 @@ def main(argv=None) -> int:
         runs = [r for model, seed in groups for r in run_group(model, seed, args.arms.split(","), args)]
     meta["loadavg_end"] = loadavg()
     have = {(r["model"], r["arm"], r["seed"]) for r in runs if "failed" not in r}
-    meta["missing"] = [f"{m} {a} seed {k}" for k in (int(x) for x in args.seeds.split(","))
+    meta["missing"] = [f"{m} {a} seed {k}" for k in seed_list(args.seeds)
                        for m in args.models.split(",") for a in args.arms.split(",") if (m, a, k) not in have]
     summary = summarize(runs)
     # the fair baselines: stock MetaSchedule run with an arm's layouts (stock-ms+lr, stock-ms+lr+nhwc, ...)

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from autotune.cli import loadavg, write_results  # noqa: E402
+from autotune.cli import loadavg, seed_list, write_results  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 from autotune.data.store import read_jsonl  # noqa: E402
 from autotune.tuning.config import TRIALS_PER_ROUND_DEFAULT  # noqa: E402
@@ -265,8 +265,7 @@ def _check_args(args) -> None:
     bad = [m for m in args.models.split(",") if m not in list_models()]
     if bad:
         raise UserError(f"--models: unknown {bad}; valid: {', '.join(list_models())}")
-    if not all(s.strip().isdigit() for s in args.seeds.split(",")):
-        raise UserError(f"--seeds: expected comma-separated integers like 0,1,2, got {args.seeds!r}")
+    seed_list(args.seeds)  # a UserError naming --seeds unless comma-separated integers
 
 
 def main(argv=None) -> int:
@@ -290,7 +289,7 @@ def main(argv=None) -> int:
     runs = []
     t0 = time.time()
     load_start = loadavg()
-    for seed in (int(s) for s in args.seeds.split(",")):  # seed-major: a partial run compares all arms
+    for seed in seed_list(args.seeds):  # seed-major: a partial run compares all arms
         for model in args.models.split(","):
             for cm in args.cost_models.split(","):
                 res = run_one(model, cm, seed, args.trials, args.work_root, extra, run=not args.summarize_only)
