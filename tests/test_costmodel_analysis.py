@@ -107,3 +107,89 @@ def test_experiment_scripts_refuse_bad_seeds(script):
     res = subprocess.run([sys.executable, os.path.join(ROOT, script), "--seeds", "0,x"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "--seeds" in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+def test_pooled_hardware_script(tmp_path):
+    """experiments/costmodel/pooled_hardware.py on the transfer slices (same tasks, two hardware): the pooled arm
+    trains on both machines' programs of the training tasks (each (hardware, task) its own group, no held-out
+    task from either), is scored on the target's held-out programs and paired with the target-alone arm;
+    --summarize-only refits nothing; a bad arm is one line, exit 2."""
+    script = os.path.join(ROOT, "experiments", "costmodel", "pooled_hardware.py")
+    target = os.path.join(ROOT, "experiments", "transfer", "data", "cpu-znver3-2c")
+    other = os.path.join(ROOT, "experiments", "transfer", "data", "cpu-x86-64-v2-1c")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    args = [script, "--dataset", target, "--with", other, "--kinds", "xgb-reg", "--seeds", "0,1", "--quick",
+            "--cache", str(cache), "--out", str(out)]
+
+    def run(*a):
+        return subprocess.run([sys.executable, *a], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    res = run(*args, "--arms", "none,all,halves")
+    assert res.returncode == 0, res.stderr[-3000:]
+    result = json.loads((out / "pooled_hardware_quick.json").read_text())
+    rows = {r["arm"]: r for r in result["rows"]}
+    assert set(rows) == {"none", "all", "halves"} and result["missing"] == []
+    assert rows["none"]["programs_by_hardware"] == rows["halves"]["programs_by_hardware"]  # same programs, halved groups
+    assert set(rows["none"]["programs_by_hardware"]) == {"target"}
+    by = rows["all"]["programs_by_hardware"]
+    assert set(by) == {"target", "cpu-x86-64-v2-1c"} and by["cpu-x86-64-v2-1c"] > 0
+    assert by["target"] == rows["none"]["programs_by_hardware"]["target"]
+    assert rows["all"]["programs"] == by["target"] + by["cpu-x86-64-v2-1c"]
+    diff = rows["all"]["vs_none"]["all_top1"]
+    assert diff["n"] == 2 and diff["seeds"] == [0, 1]
+    assert abs(diff["mean_diff"] - (rows["all"]["all_top1"]["mean"] - rows["none"]["all_top1"]["mean"])) < 1e-9
+    # the held-out models' tasks are in neither side's training programs
+    from autotune.costmodel.data import load_split, load_training_data
+    from autotune.data.splits import HELD_OUT_MODELS
+
+    _, train_keys, test_keys = load_split(target, list(HELD_OUT_MODELS))
+    held = set().union(*test_keys.values())
+    o = load_training_data(other)
+    kept = [k for k in o.task_keys if k not in held and not any(m in o.tasks[k]["models"] for m in HELD_OUT_MODELS)]
+    assert by["cpu-x86-64-v2-1c"] == len(o.select_tasks(kept)) < len(o)
+    stamp = sorted(p.stat().st_mtime_ns for p in cache.iterdir())
+    res = run(*args, "--arms", "none,all,halves", "--summarize-only")
+    assert res.returncode == 0 and sorted(p.stat().st_mtime_ns for p in cache.iterdir()) == stamp
+    res = run(*args, "--arms", "none,cpu-nope")
+    assert res.returncode == 2 and "--arms" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_pooled_groups_and_labels():
+    """pooled(): other hardware's programs get groups of their own (no id shared with the target's), every
+    group's best program is labelled 1, and ``halves`` splits each target task into two groups."""
+    sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))
+    from pooled_hardware import pooled
+
+    from autotune.costmodel.data import load_split, load_training_data
+    from autotune.data.splits import HELD_OUT_MODELS
+
+    target, train_keys, test_keys = load_split(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-znver3-2c"),
+                                               list(HELD_OUT_MODELS))
+    other = load_training_data(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-x86-64-v2-1c"))
+    exclude = set().union(*test_keys.values())
+    batch, y, groups, sizes = pooled(target, train_keys, {"hw2": other}, ["hw2"], exclude)
+    n = sizes["target"]
+    assert len(batch) == len(y) == len(groups) == n + sizes["hw2"]
+    assert not set(groups[:n].tolist()) & set(groups[n:].tolist())
+    for g in np.unique(groups):
+        assert abs(y[groups == g].max() - 1.0) < 1e-12
+    _, y_h, g_h, sizes_h = pooled(target, train_keys, {}, [], exclude, halves_seed=0)
+    own = target.select_tasks(train_keys).groups
+    assert sizes_h == {"target": n} and len(np.unique(g_h)) > len(np.unique(own))
+    assert all(len(np.unique(own[g_h == g])) == 1 for g in np.unique(g_h))  # a half never mixes two tasks
+    assert (y_h >= y[:n] - 1e-12).all()  # a half's best is at most its task's: labels only rise
+
+
+def test_pooled_reading_counts_clear_differences():
+    sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))
+    from pooled_hardware import reading
+
+    def row(kind, arm, mean, sd, n=3):
+        return {"kind": kind, "arm": arm, "vs_none": {"all_top1": {"n": n, "mean_diff": mean, "sd_diff": sd,
+                                                                     "clear": abs(mean) > sd}}}
+
+    result = {"arms": ["none", "all"], "rows": [row("a", "all", -0.2, 0.05), row("b", "all", 0.01, 0.05),
+                                                row("c", "all", 0.1, 0.01)]}
+    text = reading(result)
+    assert "clearly higher for c, clearly lower for a of 3 kinds" in text and "-0.200 to +0.100" in text
+    assert reading({"arms": ["none", "all"], "rows": [row("a", "all", -0.2, 0.0, n=1)]}).startswith("no arm")
