@@ -130,8 +130,11 @@ experiments-online-update: setup
 
 # Active learning T1: samplers pick 2-50% of the training tasks' programs; xgb and seq trained on each
 # selection, scored on the held-out models (about an hour on 2 shared cores; resumable) and its CI check.
+# ACQUISITION: what uncertainty / rdu / topk-biased read: bootstrap-xgb (default) or ensemble (a committee of
+# xgb-reg, ms-xgb and ms-mlp whose spread is their disagreement; results in results_acq_ensemble/)
+ACQUISITION ?= bootstrap-xgb
 experiments-active-learning: features
-	$(PY) experiments/active_learning/run.py --dataset $(DATASET)
+	$(PY) experiments/active_learning/run.py --dataset $(DATASET) --acquisition $(ACQUISITION)
 
 experiments-active-learning-quick: setup
 	$(PY) experiments/active_learning/run.py --quick

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.conftest import ROOT
+
 HERE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "active_learning"
 )
@@ -115,3 +117,29 @@ def test_real_collection_scores_each_arm_without_the_held_out_tasks(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 2 and "--measure-fraction 0.0: must be in (0, 1]" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_ensemble_acquisition_selects_with_the_committee_spread(tmp_path):
+    """--acquisition ensemble: the samplers that read a model read a committee of model families (its spread is
+    their disagreement); selections and runs record the acquisition, land in their own folders by default, and
+    uncertainty's picks differ from the bootstrap-XGBoost acquisition's on the same pool and seed."""
+    from autotune.costmodel.data import load_training_data
+    from autotune.data.splits import split_by_model
+
+    model = run.acquisition_model("ensemble", seed=0, round_index=1, quick=True)
+    assert model.members == list(run.ACQUISITION_MEMBERS) and model.gives_spread
+    data = load_training_data(os.path.join(ROOT, "tests", "data", "tiny_dataset"))
+    train_keys, _ = split_by_model(data.tasks, ["tiny"])
+    train = data.select_tasks(train_keys)
+    rounds = (0.01, 0.05, 0.1)
+    picks = {}
+    for acq in run.ACQUISITIONS:
+        sel = run.selection("uncertainty", 0, train, rounds, str(tmp_path / acq), True, acq)
+        assert sel["acquisition"] == acq and len(sel["order"]) == round(0.1 * len(train))
+        assert len(set(sel["order"])) == len(sel["order"])
+        again = run.selection("uncertainty", 0, train, rounds, str(tmp_path / acq), True, acq)  # from the cache
+        assert again["order"] == sel["order"]
+        picks[acq] = sel["order"]
+    first = len(run.selection("random", 0, train, (0.01,), str(tmp_path / "r"), True)["order"])
+    assert picks["ensemble"][:first] == picks["bootstrap-xgb"][:first]  # the same random start
+    assert picks["ensemble"] != picks["bootstrap-xgb"]

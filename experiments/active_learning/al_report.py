@@ -195,6 +195,7 @@ def write_report(runs: list[dict], wanted: list[tuple], args, pool_programs: int
         "commit": git_commit(),
         "command": command,
         "quick": args.quick,
+        "acquisition": getattr(args, "acquisition", "bootstrap-xgb"),
     }
     write_json(os.path.join(args.out, "active_learning.json"), result)
     plot(summary, fractions, os.path.join(args.out, "learning_curves.png"))
@@ -202,7 +203,8 @@ def write_report(runs: list[dict], wanted: list[tuple], args, pool_programs: int
         f"# Active learning (T1) on {os.path.basename(os.path.normpath(args.dataset))}",
         "",
         f"Pool: {pool_programs} programs of the training tasks (held out: {args.held_out}). "
-        f"Seeds: {args.seeds}. Runs done: {len(runs)}, missing: {len(missing)}.",
+        f"Seeds: {args.seeds}. Runs done: {len(runs)}, missing: {len(missing)}. Acquisition model of the samplers "
+        f"that read one: `{result['acquisition']}`.",
         "",
         "![learning curves](learning_curves.png)",
         "",

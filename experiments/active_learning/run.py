@@ -7,8 +7,10 @@
 Offline, on measured data: the pool is every program of the dataset's training tasks (held-out
 models resnet50, mobilenet_v2, bert_base removed, as for the shipped cost models). Each sampler
 picks 2, 5, 10, 20, 50% of the pool in rounds (selection nested: the 5% set holds the 2% set);
-samplers that read a model (``needs_model``) start from a random 1% and before each round a
-bootstrap ensemble of small XGBoost models is fitted on what has been picked so far; the
+samplers that read a model (``needs_model``) start from a random 1% and before each round an
+acquisition model with a spread is fitted on what has been picked so far (``--acquisition``: a
+bootstrap ensemble of small XGBoost models, or a committee of model families, ``ensemble``, whose
+spread is the families' disagreement — the shipped ``ensemble`` cost model's design); the
 selection is shared by every evaluated cost model. Then ``xgb`` and ``seq`` are trained on each
 selection and scored on the held-out models (TenSet top-1/top-5 with each model's task weights).
 Every (sampler, fraction, seed, kind) is one JSON line in results/runs.jsonl: a rerun skips what
@@ -50,6 +52,10 @@ SAMPLERS = (
     "random-per-task",
 )
 FULL = "all"  # the sampler name of the 100% rows
+# --acquisition: the model the needs_model samplers read. "ensemble" is a committee of fast families (the
+# shipped committee's seq-top member would cost minutes per round), one thread each
+ACQUISITIONS = ("bootstrap-xgb", "ensemble")
+ACQUISITION_MEMBERS = ("xgb-reg", "ms-xgb", "ms-mlp")
 # How top-k treats tied scores (autotune.costmodel.metrics): runs scored before the tie-aware top-k
 # (no "metric" field; a tie counted as a hit for whichever program sorted first) are kept in runs.jsonl
 # but not mixed with these; a rerun re-fits them.
@@ -82,16 +88,31 @@ def pool_hash(train) -> str:
     return h.hexdigest()[:16]
 
 
-def selection(sampler_name: str, seed: int, train, rounds, cache_dir: str, quick: bool) -> dict:
+def acquisition_model(acquisition: str, seed: int, round_index: int, quick: bool):
+    """The unfitted model the ``needs_model`` samplers read before round ``round_index`` (see ACQUISITIONS)."""
+    from autotune.costmodel import create as create_model
+    from autotune.costmodel.sampling import BootstrapEnsemble
+
+    if acquisition == "bootstrap-xgb":
+        member = {"n_estimators": 20, "max_depth": 4, "nthread": 1} if quick else None
+        return BootstrapEnsemble("xgb", n_members=4, member_params=member, seed=seed * 100 + round_index)
+    quick_params = {"xgb-reg": {"n_estimators": 20}, "ms-xgb": {"n_estimators": 20}, "ms-mlp": {"epochs": 2}}
+    return create_model("ensemble", members=list(ACQUISITION_MEMBERS), seed=seed * 100 + round_index,
+                        member_params=quick_params if quick else None).set_threads(1)
+
+
+def selection(sampler_name: str, seed: int, train, rounds, cache_dir: str, quick: bool,
+              acquisition: str = "bootstrap-xgb") -> dict:
     """The sampler's nested pick order over the pool (up to the last round), cached as JSON."""
-    from autotune.costmodel.sampling import BootstrapEnsemble, Pool, create
+    from autotune.costmodel.sampling import Pool, create
 
     path = os.path.join(cache_dir, f"{sampler_name}-s{seed}.json")
     key = pool_hash(train)
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             cached = json.load(f)
-        if cached.get("pool") == key and cached.get("rounds") == list(rounds):
+        if (cached.get("pool") == key and cached.get("rounds") == list(rounds)
+                and cached.get("acquisition", "bootstrap-xgb") == acquisition):
             return cached
     sampler = create(sampler_name)
     pool = Pool(train.batch, train.groups)
@@ -111,8 +132,7 @@ def selection(sampler_name: str, seed: int, train, rounds, cache_dir: str, quick
         else:
             if sampler.needs_model:
                 sub = train.subset(picked)
-                member = {"n_estimators": 20, "max_depth": 4, "nthread": 1} if quick else None
-                model = BootstrapEnsemble("xgb", n_members=4, member_params=member, seed=seed * 100 + r)
+                model = acquisition_model(acquisition, seed, r, quick)
                 model.fit(sub.batch, sub.y, sub.groups)
                 fit_s = time.perf_counter() - t0
             new = sampler.select(pool, picked, model, k, rng)
@@ -135,6 +155,7 @@ def selection(sampler_name: str, seed: int, train, rounds, cache_dir: str, quick
         "seed": seed,
         "pool": key,
         "rounds": list(rounds),
+        "acquisition": acquisition,
         "order": picked.tolist(),
         "log": log,
     }
@@ -250,8 +271,13 @@ def main(argv=None) -> int:
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--cache", default=os.path.join(ROOT, "runs", "active_learning", "selections"))
+    ap.add_argument("--acquisition", choices=ACQUISITIONS, default="bootstrap-xgb",
+                    help="the model uncertainty / rdu / topk-biased read (default: %(default)s); each acquisition "
+                         "has its own results and selection folders")
+    ap.add_argument("--out", default=None, help="results folder (default: results/, results_acq_ensemble/ "
+                                                "with --acquisition ensemble)")
+    ap.add_argument("--cache", default=None, help="selection cache (default: runs/active_learning/selections"
+                                                  "[_acq_ensemble])")
     ap.add_argument(
         "--deadline-min", type=float, default=None, help="start no new fit after this many minutes"
     )
@@ -266,11 +292,14 @@ def main(argv=None) -> int:
         "--quick", action="store_true", help="CI: tiny dataset, small models, 2 seeds, 5, 10, 50%%"
     )
     args = ap.parse_args(argv)
+    suffix = "" if args.acquisition == "bootstrap-xgb" else f"_acq_{args.acquisition}"
+    args.out = args.out or os.path.join(HERE, "results" + suffix)
+    args.cache = args.cache or os.path.join(ROOT, "runs", "active_learning", "selections" + suffix)
     if args.quick:
         args.dataset = os.path.join(ROOT, "tests", "data", "tiny_dataset")
         args.held_out, args.seeds, args.fractions = "tiny", 2, "0.05,0.1,0.5"
-        args.out = os.path.join(ROOT, "runs", "active_learning", "quick", "results")
-        args.cache = os.path.join(ROOT, "runs", "active_learning", "quick", "selections")
+        args.out = os.path.join(ROOT, "runs", "active_learning", "quick", "results" + suffix)
+        args.cache = os.path.join(ROOT, "runs", "active_learning", "quick", "selections" + suffix)
     import torch
 
     torch.set_num_threads(1)
@@ -298,7 +327,8 @@ def main(argv=None) -> int:
     configs = {k: config_key(k, args.quick, args.xgb_config) for k in kinds}
 
     def ours(r: dict) -> bool:
-        return r.get("pool") == key and r.get("config") == configs.get(r["kind"]) and r.get("metric") == METRIC
+        return (r.get("pool") == key and r.get("config") == configs.get(r["kind"]) and r.get("metric") == METRIC
+                and r.get("acquisition", "bootstrap-xgb") == args.acquisition)
 
     done = {(r["sampler"], r["fraction"], r["seed"], r["kind"]) for r in read_runs(runs_path) if ours(r)}
     rounds = tuple(sorted(set(r for r in ROUNDS if r <= max(fractions)) | set(fractions)))
@@ -322,7 +352,7 @@ def main(argv=None) -> int:
             if sampler_name == FULL:
                 rows = np.arange(len(train))
             else:
-                sel = selection(sampler_name, seed, train, rounds, args.cache, args.quick)
+                sel = selection(sampler_name, seed, train, rounds, args.cache, args.quick, args.acquisition)
                 rows = np.asarray(sel["order"][: int(round(frac * len(train)))])
             res = fit_and_score(kind, seed, train, rows, data, held, args.quick, args.xgb_config)
         line = {
@@ -333,6 +363,7 @@ def main(argv=None) -> int:
             "pool": key,
             "config": configs[kind],
             "metric": METRIC,
+            "acquisition": args.acquisition,
             "pool_programs": len(train),
             **res,
             "loadavg": loadavg(),
