@@ -99,12 +99,16 @@ train-costmodel: features
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS) --models $(MODELS)
 
 # After train-costmodel: TCL claim T2 (Mamba vs LSTM vs attention mixers, ~40 min of fits, resumable), where
-# held-out top-1 is lost and rank ensembles of the saved models, offline scores vs tuning (no training)
+# held-out top-1 is lost and rank ensembles of the saved models, offline scores vs tuning (no training), the
+# data curve (~46 min) and pooling the other CPU sets' programs into training (~35 min; features of every set)
 experiments-costmodel: features
 	$(PY) experiments/costmodel/t2_mixers.py --dataset $(DATASET) --seeds $(SEEDS)
 	$(PY) experiments/costmodel/top1_analysis.py --dataset $(DATASET)
 	$(PY) experiments/costmodel/offline_vs_tuning.py
 	$(PY) experiments/costmodel/data_curve.py --dataset $(DATASET)
+	for d in datasets/cpu-*; do $(PY) -m autotune.collection.features $$d || exit 1; done
+	$(PY) experiments/costmodel/pooled_hardware.py --dataset $(DATASET) --kinds ms-xgb,xgb-reg,xgb,seq-lstm \
+		--arms none,all,halves
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --summarize-only
 
 # Optuna on the training tasks only; OBJECTIVE: top1 (validation top-1, default), pairwise, blend or task_top1;

@@ -53,7 +53,7 @@ from autotune.cli import (  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
 KINDS = "ms-xgb,xgb-reg,seq-lstm"
-WITH = "datasets/cpu-znver4-2c,datasets/cpu-rocketlake-2c,datasets/cpu-x86-64-v2-1c"
+WITH = "datasets/cpu-znver3-2c,datasets/cpu-znver4-2c,datasets/cpu-rocketlake-2c,datasets/cpu-x86-64-v2-1c"
 VIEW_METRICS = (("all", "top1"), ("all", "top5"), ("all", "pairwise"), ("search", "top1"), ("unseen", "top1"))
 
 
@@ -62,7 +62,8 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default=os.path.join("datasets", "cpu-znver3-2c"), help="the target hardware's set")
     ap.add_argument("--with", dest="others", default=WITH, help="comma-separated datasets of other hardware over the "
-                                                                "same tasks (default: %(default)s)")
+                                                                "same tasks, the target's own skipped (default: "
+                                                                "%(default)s)")
     ap.add_argument("--arms", default="none,all", help="comma-separated: none, all, or hardware ids joined by '+' "
                                                        "(default: %(default)s)")
     ap.add_argument("--held-out", default=None, help="comma-separated held-out models (default: the comparison's)")
@@ -150,7 +151,10 @@ def _main(args) -> int:
     hw_target = data.manifest["hardware"]["hardware_id"]
     exclude = set().union(*test_keys.values())
     others = {}
+    paths = {}
     for path in comma_list(args.others):
+        if os.path.realpath(path) == os.path.realpath(args.dataset):
+            continue  # the default list names every CPU set; the target is not its own other hardware
         try:
             other = load_training_data(path)
         except (DatasetError, StaleFeatureCache) as err:
@@ -158,8 +162,11 @@ def _main(args) -> int:
         hw = other.manifest["hardware"]["hardware_id"]
         if hw == hw_target or hw in others:
             raise UserError(f"--with: {path} is hardware {hw}, already the target or another --with dataset")
+        paths[hw] = path
         exclude |= {k for k in other.task_keys if any(m in other.tasks[k]["models"] for m in held)}
         others[hw] = other
+    if not others:
+        raise UserError("--with: no dataset of other hardware given (comma-separated dataset folders)")
     arms = parse_arms(args.arms, list(others))
     args.out = args.out or results_dir_for(hw_target, os.path.join(HERE, "results"))
     args.cache = args.cache or os.path.join(args.out, "pooled_hardware")
@@ -204,8 +211,7 @@ def _main(args) -> int:
         raise UserError(f"--summarize-only: no cached fits under {args.cache}; run without it")
     result = summarize(runs, kinds, arms, seeds)
     result.update({"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "hardware_id": hw_target,
-                   "with": {hw: os.path.relpath(os.path.abspath(p), ROOT) for hw, p in
-                            zip(others, comma_list(args.others))},
+                   "with": {hw: os.path.relpath(os.path.abspath(p), ROOT) for hw, p in paths.items()},
                    "held_out": held, "quick": args.quick, "name": args.name, "measured_on": host_cpu(), "loadavg_end": loadavg(),
                    "git_commit": git_commit(), "dataset_manifest_sha256": manifest_sha256(data.manifest),
                    "with_manifest_sha256": {hw: manifest_sha256(o.manifest) for hw, o in others.items()}})
