@@ -382,3 +382,12 @@ def test_results_folder_per_hardware(tmp_path):
     assert resolve_results(str(tmp_path), MAIN_HARDWARE) == str(tmp_path)
     with pytest.raises(UserError, match="--results: .* holds the comparison of cpu-znver3-2c"):
         resolve_results(str(tmp_path), "cpu-rocketlake-2c")
+
+
+def test_reproduce_command_names_dataset_models_seeds_and_folder():
+    from autotune.costmodel.train import reproduce_command
+
+    result = {"dataset": "datasets/x", "rows": [{"kind": "xgb"}, {"kind": "seq-lstm"}], "seeds": [0, 1, 2]}
+    assert reproduce_command(result) == "python -m autotune.costmodel.train --dataset datasets/x --models xgb,seq-lstm --seeds 3"
+    result.update(seeds=[5], models_dir="runs/m", quick=True)
+    assert reproduce_command(result).endswith("--seeds 1 --seed 5 --models-dir runs/m --quick")

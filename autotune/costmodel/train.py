@@ -232,7 +232,8 @@ def _main(args) -> int:
     rows = _keep_other_rows(os.path.join(args.results, "comparison.json"), rows, manifest_hash, held, args.quick)
     result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
               "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds,
-              "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick}
+              "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick,
+              "models_dir": args.models_dir}
     _write_comparison(result, args.models_dir, args.results)
     return 0
 
@@ -530,8 +531,22 @@ def markdown_table(result: dict) -> str:
                      "already at the target")
             lines.append(f"- {kind}: top-1 {k['top1']:.3f} at {k['programs_per_task']:.1f} programs per task, "
                          f"{k['slope_per_doubling']:+.3f} per doubling; {reach}")
-    lines += ["", "Reproduce: `make train-costmodel` (see autotune/costmodel/train.py).", ""]
+    lines += ["", f"Reproduce: `{reproduce_command(result)}` (`make train-costmodel` with DATASET, MODELS, SEEDS; "
+                  "see autotune/costmodel/train.py).", ""]
     return "\n".join(lines)
+
+
+def reproduce_command(result: dict) -> str:
+    """The training command of a comparison: its dataset, models (rows), seeds and models folder."""
+    if "dataset" not in result:
+        return "make train-costmodel"
+    cmd = (f"python -m autotune.costmodel.train --dataset {result['dataset']} --models "
+           f"{','.join(r['kind'] for r in result.get('rows', []))} --seeds {len(result.get('seeds', [0]))}")
+    if result.get("seeds") and result["seeds"][0] != 0:
+        cmd += f" --seed {result['seeds'][0]}"
+    if result.get("models_dir", "models") != "models":
+        cmd += f" --models-dir {result['models_dir']}"
+    return cmd + (" --quick" if result.get("quick") else "")
 
 
 def _top1_cell(m: dict) -> str:
