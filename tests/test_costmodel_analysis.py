@@ -167,13 +167,15 @@ def test_pooled_groups_and_labels():
                                                list(HELD_OUT_MODELS))
     other = load_training_data(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-x86-64-v2-1c"))
     exclude = set().union(*test_keys.values())
-    batch, y, groups, sizes = pooled(target, train_keys, {"hw2": other}, ["hw2"], exclude)
+    parts = {"target": target.select_tasks(train_keys),
+             "hw2": other.select_tasks([k for k in other.task_keys if k not in exclude])}
+    batch, y, groups, sizes = pooled(parts, ["hw2"])
     n = sizes["target"]
     assert len(batch) == len(y) == len(groups) == n + sizes["hw2"]
     assert not set(groups[:n].tolist()) & set(groups[n:].tolist())
     for g in np.unique(groups):
         assert abs(y[groups == g].max() - 1.0) < 1e-12
-    _, y_h, g_h, sizes_h = pooled(target, train_keys, {}, [], exclude, halves_seed=0)
+    _, y_h, g_h, sizes_h = pooled({"target": parts["target"]}, [], halves_seed=0)
     own = target.select_tasks(train_keys).groups
     assert sizes_h == {"target": n} and len(np.unique(g_h)) > len(np.unique(own))
     assert all(len(np.unique(own[g_h == g])) == 1 for g in np.unique(g_h))  # a half never mixes two tasks

@@ -99,28 +99,26 @@ def arm_members(arm: str, hardware: list[str]) -> list[str]:
     return [] if arm in ("none", "halves") else list(hardware) if arm == "all" else arm.split("+")
 
 
-def pooled(target, target_keys: list[str], others: dict, members: list[str], exclude: set[str],
-           halves_seed: int | None = None):
-    """(batch, y, groups, programs per member) of the target's ``target_keys`` tasks plus, for each member
-    hardware, its programs of training tasks (no task in ``exclude``); every (hardware, task) its own group
-    and labels normalised within it. ``halves_seed``: the target's tasks each split at random into two groups."""
+def pooled(parts: dict, members: list[str], halves_seed: int | None = None):
+    """(batch, y, groups, programs per member) of ``parts["target"]`` (the target's training programs) plus
+    ``parts[hw]`` for each member hardware (its programs of the training tasks); every (hardware, task) its own
+    group and labels normalised within it. ``halves_seed``: the target's tasks each split at random into two
+    groups."""
     from autotune.costmodel.inputs import normalized_throughput
     from autotune.costmodel.online import concat_batches
 
-    part = target.select_tasks(target_keys)
+    part = parts["target"]
     own = part.groups
     if halves_seed is not None:
         own = own * 2 + np.random.default_rng([halves_seed, 2]).integers(0, 2, len(own))
     batches, latency, groups, sizes = [part.batch], [part.latency], [own], {"target": len(part)}
     base = int(own.max()) + 1 if len(own) else 0
     for hw in members:
-        data = others[hw]
-        keys = [k for k in data.task_keys if k not in exclude]
-        sub = data.select_tasks(keys)
+        sub = parts[hw]
         batches.append(sub.batch)
         latency.append(sub.latency)
         groups.append(sub.groups + base)
-        base += len(data.task_keys)
+        base += len(sub.task_keys)
         sizes[hw] = len(sub)
     groups_all = np.concatenate(groups)
     return concat_batches(batches), normalized_throughput(np.concatenate(latency), groups_all), groups_all, sizes
@@ -172,8 +170,9 @@ def _main(args) -> int:
     args.cache = args.cache or os.path.join(args.out, "pooled_hardware")
     os.makedirs(args.cache, exist_ok=True)
     tag = "quick-" if args.quick else ""
-    n_train = {"target": len(data.select_tasks(train_keys)),
-               **{hw: len(o.select_tasks([k for k in o.task_keys if k not in exclude])) for hw, o in others.items()}}
+    # each side's training programs, selected once for every fit (held-out models' tasks out of every set)
+    parts = {"target": data.select_tasks(train_keys),
+             **{hw: o.select_tasks([k for k in o.task_keys if k not in exclude]) for hw, o in others.items()}}
 
     def run(kind: str, arm: str, seed: int) -> dict | None:
         members = arm_members(arm, list(others))
@@ -181,12 +180,11 @@ def _main(args) -> int:
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 got = json.load(f)
-            if got.get("programs_by_hardware") == {h: n_train[h] for h in ["target", *members]}:
+            if got.get("programs_by_hardware") == {h: len(parts[h]) for h in ["target", *members]}:
                 return got
         if args.summarize_only:
             return None
-        batch, y, groups, sizes = pooled(data, train_keys, others, members, exclude,
-                                         halves_seed=seed if arm == "halves" else None)
+        batch, y, groups, sizes = pooled(parts, members, halves_seed=seed if arm == "halves" else None)
         t0 = time.time()
         model = create_seeded(kind, seed, **params_for(kind, args.quick)).fit(batch, y, groups)
         fit_s = time.time() - t0
