@@ -195,6 +195,18 @@ def slope_per_doubling(x: list[float], y: list[float]) -> float | None:
     return float(np.polyfit(lx, np.asarray(y, float), 1)[0])
 
 
+def mean_sd(vals: list[float]) -> dict:
+    """A table cell over seeds: mean, sd (None for one value: JSON has no NaN) and the values."""
+    return {"mean": float(np.mean(vals)), "sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else None, "runs": vals}
+
+
+def fmt_mean_sd(cell: dict | None) -> str:
+    """``mean_sd``'s cell as markdown: "0.598 ± 0.010", "0.598" without an sd, "—" without a cell."""
+    if cell is None:
+        return "—"
+    return f"{cell['mean']:.3f}" + (f" ± {cell['sd']:.3f}" if cell.get("sd") is not None else "")
+
+
 def summarize(runs: dict, kinds: list[str], caps: list[str], seeds: list[int]) -> dict:
     rows = []
     for kind in kinds:
@@ -209,9 +221,7 @@ def summarize(runs: dict, kinds: list[str], caps: list[str], seeds: list[int]) -
             for view, metric in VIEW_METRICS:
                 vals = [g["views"][view][metric] for g in got if view in g["views"]]
                 if vals:
-                    row[f"{view}_{metric}"] = {"mean": float(np.mean(vals)),
-                                               "sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else None,
-                                               "runs": vals}
+                    row[f"{view}_{metric}"] = mean_sd(vals)
             rows.append(row)
     slopes = {}
     for kind in kinds:
@@ -225,11 +235,6 @@ def summarize(runs: dict, kinds: list[str], caps: list[str], seeds: list[int]) -
 
 
 def markdown(result: dict) -> str:
-    def pm(cell):
-        if cell is None:
-            return "—"
-        return f"{cell['mean']:.3f}" + (f" ± {cell['sd']:.3f}" if cell.get("sd") is not None else "")
-
     lines = [
         f"# Held-out scores against training programs per task ({result['dataset']})",
         "",
@@ -247,7 +252,7 @@ def markdown(result: dict) -> str:
     ]
     for r in result["rows"]:
         lines.append(f"| {r['kind']} | {r['cap']} | {r['programs_per_task']:.1f} | {r['programs']:.0f} | "
-                     + " | ".join(pm(r.get(f"{v}_{m}")) for v, m in VIEW_METRICS) + f" | {r['fit_s']:.0f} |")
+                     + " | ".join(fmt_mean_sd(r.get(f"{v}_{m}")) for v, m in VIEW_METRICS) + f" | {r['fit_s']:.0f} |")
     lines += ["", "Least-squares slope per doubling of programs per task (over the caps with every seed; a "
                   "measured trend — what it implies beyond the largest cap is an extrapolation):", "",
               "| kind | top-1 all | top-5 all | pairwise all | top-1 search | top-1 unseen |", "|---|---|---|---|---|---|"]

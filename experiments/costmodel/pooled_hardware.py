@@ -36,8 +36,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
+from data_curve import VIEW_METRICS, fmt_mean_sd, mean_sd  # noqa: E402  (experiments/costmodel/data_curve.py)
 
 from autotune.cli import (  # noqa: E402
     comma_list,
@@ -54,7 +56,6 @@ from autotune.errors import UserError  # noqa: E402
 
 KINDS = "ms-xgb,xgb-reg,seq-lstm"
 WITH = "datasets/cpu-znver3-2c,datasets/cpu-znver4-2c,datasets/cpu-rocketlake-2c,datasets/cpu-x86-64-v2-1c"
-VIEW_METRICS = (("all", "top1"), ("all", "top5"), ("all", "pairwise"), ("search", "top1"), ("unseen", "top1"))
 
 
 def main(argv=None) -> int:
@@ -218,10 +219,6 @@ def _main(args) -> int:
     return 0
 
 
-def _cell(vals: list[float]) -> dict:
-    return {"mean": float(np.mean(vals)), "sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else None, "runs": vals}
-
-
 def summarize(runs: dict, kinds: list[str], arms: list[str], seeds: list[int]) -> dict:
     """Rows per (kind, arm): mean ± sd over seeds per view/metric, and the paired difference to the ``none``
     arm over the seeds both have (``evaluate.paired``)."""
@@ -240,7 +237,7 @@ def summarize(runs: dict, kinds: list[str], arms: list[str], seeds: list[int]) -
             for view, metric in VIEW_METRICS:
                 vals = [g["views"][view][metric] for g in got if view in g["views"]]
                 if vals:
-                    row[f"{view}_{metric}"] = _cell(vals)
+                    row[f"{view}_{metric}"] = mean_sd(vals)
                 both = [s for s in row["seeds"] if (kind, "none", s) in runs and view in runs[(kind, "none", s)]["views"]]
                 if arm != "none" and both:
                     row["vs_none"][f"{view}_{metric}"] = {**paired(
@@ -252,11 +249,6 @@ def summarize(runs: dict, kinds: list[str], arms: list[str], seeds: list[int]) -
 
 
 def markdown(result: dict) -> str:
-    def pm(cell):
-        if cell is None:
-            return "—"
-        return f"{cell['mean']:.3f}" + (f" ± {cell['sd']:.3f}" if cell.get("sd") is not None else "")
-
     def diff(d):
         if not d or not d.get("n"):
             return "—"
@@ -288,7 +280,7 @@ def markdown(result: dict) -> str:
         by = r["programs_by_hardware"]
         extra = sum(v for k, v in by.items() if k != "target")
         lines.append(f"| {r['kind']} | {r['arm']} | {by['target']} + {extra} | "
-                     + " | ".join(pm(r.get(f"{v}_{m}")) for v, m in VIEW_METRICS) + f" | {r['fit_s']:.0f} |")
+                     + " | ".join(fmt_mean_sd(r.get(f"{v}_{m}")) for v, m in VIEW_METRICS) + f" | {r['fit_s']:.0f} |")
     lines += ["", "Paired difference to the target alone (arm − none) over the same seeds: mean ± sd (seeds where "
                   "the arm was higher / seeds); **clear** when |mean| > sd.", "",
               "| kind | arm | top-1 all | top-5 all | pairwise all | top-1 search | top-1 unseen |",
