@@ -150,6 +150,14 @@ def test_pooled_hardware_script(tmp_path):
     stamp = sorted(p.stat().st_mtime_ns for p in cache.iterdir())
     res = run(*args, "--arms", "none,all,halves", "--summarize-only")
     assert res.returncode == 0 and sorted(p.stat().st_mtime_ns for p in cache.iterdir()) == stamp
+    # anchored labels: fits of their own for the pooled arms, the target-alone fits reused (labels do not touch them)
+    res = run(*args, "--arms", "none,all", "--labels", "anchored", "--name", "anchored")
+    assert res.returncode == 0, res.stderr[-3000:]
+    names = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    assert {"quick-xgb-reg-all-anchored-s0.json", "quick-xgb-reg-all-anchored-s1.json"} <= set(names)
+    assert sorted(t for name, t in names.items() if "anchored" not in name) == stamp
+    anchored = json.loads((out / "anchored_quick.json").read_text())
+    assert anchored["labels"] == "anchored" and "--labels anchored" in (out / "anchored_quick.md").read_text()
     res = run(*args, "--arms", "none,cpu-nope")
     assert res.returncode == 2 and "--arms" in res.stderr and "Traceback" not in res.stderr
 
@@ -180,6 +188,63 @@ def test_pooled_groups_and_labels():
     assert sizes_h == {"target": n} and len(np.unique(g_h)) > len(np.unique(own))
     assert all(len(np.unique(own[g_h == g])) == 1 for g in np.unique(g_h))  # a half never mixes two tasks
     assert (y_h >= y[:n] - 1e-12).all()  # a half's best is at most its task's: labels only rise
+
+
+def test_rank_anchored_labels():
+    """A group equal to its anchor keeps its labels (in any order); a smaller group's best program gets the
+    anchor's label at its standing (between the anchor's best two here), not 1; order is kept, ties tie, and
+    every label lies in the anchor's range."""
+    from autotune.costmodel.inputs import rank_anchored
+
+    anchor = np.array([1.0, 0.8, 0.5, 0.2])
+    assert np.allclose(rank_anchored(anchor, anchor), anchor)
+    perm = anchor[[2, 0, 3, 1]]
+    assert np.allclose(rank_anchored(perm, anchor), perm)
+    small = rank_anchored(np.array([0.3, 1.0]), anchor)  # plotting positions 0.5 and 2.5 of 0..3
+    assert np.allclose(small, [0.35, 0.9])
+    tied = rank_anchored(np.array([1.0, 1.0, 0.1]), anchor)
+    assert tied[0] == tied[1] > tied[2] and anchor.min() <= tied.min() and tied.max() <= anchor.max()
+    assert np.allclose(rank_anchored(np.array([7.0]), anchor), [0.65])  # one program: the anchor's median
+    assert rank_anchored(np.array([]), anchor).shape == (0,)
+
+
+def test_pooled_anchored_labels():
+    """--labels anchored: the target's whole tasks keep their labels; every other group (other hardware's, or
+    a half) is labelled by rank on the target's labels of the same task: order within the group kept, labels
+    inside the task's range, and a small group's best no longer 1."""
+    sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))
+    from pooled_hardware import pooled
+
+    from autotune.costmodel.data import load_split, load_training_data
+    from autotune.costmodel.inputs import normalized_throughput
+    from autotune.data.splits import HELD_OUT_MODELS
+
+    target, train_keys, test_keys = load_split(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-znver3-2c"),
+                                               list(HELD_OUT_MODELS))
+    other = load_training_data(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-x86-64-v2-1c"))
+    exclude = set().union(*test_keys.values())
+    parts = {"target": target.select_tasks(train_keys),
+             "hw2": other.select_tasks([k for k in other.task_keys if k not in exclude])}
+    _, y, groups, sizes = pooled(parts, ["hw2"])
+    _, y_a, groups_a, _ = pooled(parts, ["hw2"], labels="anchored")
+    n = sizes["target"]
+    assert (groups_a == groups).all() and np.allclose(y_a[:n], y[:n])
+    whole = normalized_throughput(parts["target"].latency, parts["target"].groups)
+    lo = {g: whole[parts["target"].groups == g].min() for g in np.unique(parts["target"].groups)}
+    moved = 0
+    for g in np.unique(groups[n:]):
+        m = groups == g
+        assert ((y[m][:, None] > y[m][None, :]) <= (y_a[m][:, None] >= y_a[m][None, :])).all()  # order kept
+        key = parts["hw2"].task_keys[g - (int(parts["target"].groups.max()) + 1)]
+        if key in parts["target"].task_keys:
+            t = parts["target"].task_keys.index(key)
+            assert lo[t] - 1e-12 <= y_a[m].min() and y_a[m].max() <= 1 + 1e-12
+            moved += y_a[m].max() < 1 - 1e-9
+    assert moved > 0
+    _, y_h, g_h, _ = pooled({"target": parts["target"]}, [], halves_seed=0, labels="anchored")
+    assert (y_h <= 1 + 1e-12).all() and any(y_h[g_h == g].max() < 1 - 1e-9 for g in np.unique(g_h))
+    with pytest.raises(Exception, match="--labels"):
+        pooled(parts, [], labels="ranks")
 
 
 def test_pooled_reading_counts_clear_differences():

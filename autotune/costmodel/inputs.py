@@ -188,6 +188,25 @@ def normalized_throughput(latency: np.ndarray, groups: np.ndarray) -> np.ndarray
     return y
 
 
+def rank_anchored(values: np.ndarray, anchor: np.ndarray) -> np.ndarray:
+    """Labels for one group's programs by their rank mapped onto another group's sorted labels of the same task.
+
+    ``values``: the group's own labels (higher is better, e.g. ``normalized_throughput``); ``anchor``: the
+    reference group's labels. A program at mid-rank r of n (ties averaged, best first) gets the anchor's label at
+    the plotting position (r + 0.5) m / n - 0.5 of its m labels sorted best first, interpolated linearly and
+    clipped to the anchor's best and worst. The label then says where the program stands among the task's
+    programs as the anchor group measured them, whatever the group's size: the best of 14 programs is not
+    labelled as good as the best of 36. A group equal to its anchor keeps its labels exactly."""
+    from scipy.stats import rankdata
+
+    values, anchor = np.asarray(values, np.float64), np.asarray(anchor, np.float64)
+    if len(values) == 0 or len(anchor) == 0:
+        return values.copy()
+    n, m = len(values), len(anchor)
+    pos = np.clip((rankdata(-values, method="average") - 0.5) * m / n - 0.5, 0, m - 1)
+    return np.interp(pos, np.arange(m), np.sort(anchor)[::-1])
+
+
 def stack_programs(per_program: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """One [stores, N_STORE_FEATS] array per program -> (all store rows float32, offsets [n + 1])."""
     offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in per_program])]).astype(np.int64)

@@ -16,8 +16,11 @@ Arms (``--arms``): ``none`` (the target alone: reproduces the comparison's row),
 dataset), or a ``+``-joined list of hardware ids; and ``halves``, a control without other hardware: the
 target's programs alone, each task split at random (the fit's seed) into two groups normalised separately —
 what smaller groups alone do to the labels, since the other sets hold ~14 programs per task where the target
-holds ~36 and ``normalized_throughput`` labels each group's best program 1. Each fit is cached as JSON under ``--cache`` (resumable;
-``--summarize-only``), keyed by kind, arm, seed and the training set's size. Writes
+holds ~36 and ``normalized_throughput`` labels each group's best program 1. ``--labels anchored`` is the fix
+this control suggests: every group but the target's whole tasks (other hardware's, or the halves) is labelled
+by rank on the target's labels of the same task (``inputs.rank_anchored``), so a small group's best program
+gets the label of the target's program at the same standing, not 1. Each fit is cached as JSON under ``--cache`` (resumable;
+``--summarize-only``), keyed by kind, arm, labels, seed and the training set's size. Writes
 ``--out``/``--name``.{json,md} (default pooled_hardware): mean ± sd over seeds and, per arm, the paired difference to ``none`` over
 the same seeds.
 
@@ -55,6 +58,7 @@ from autotune.cli import (  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
 KINDS = "ms-xgb,xgb-reg,seq-lstm"
+LABELS = ("group", "anchored")
 WITH = "datasets/cpu-znver3-2c,datasets/cpu-znver4-2c,datasets/cpu-rocketlake-2c,datasets/cpu-x86-64-v2-1c"
 
 
@@ -67,6 +71,9 @@ def main(argv=None) -> int:
                                                                 "%(default)s)")
     ap.add_argument("--arms", default="none,all", help="comma-separated: none, all, or hardware ids joined by '+' "
                                                        "(default: %(default)s)")
+    ap.add_argument("--labels", default="group", choices=LABELS,
+                    help="group: each group's labels normalised within it; anchored: every group but the target's "
+                         "whole tasks mapped by rank onto the target's labels of the task (default: %(default)s)")
     ap.add_argument("--held-out", default=None, help="comma-separated held-out models (default: the comparison's)")
     ap.add_argument("--kinds", default=KINDS, help="comma-separated registry kinds (default: %(default)s)")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated fit seeds (default: %(default)s)")
@@ -100,29 +107,47 @@ def arm_members(arm: str, hardware: list[str]) -> list[str]:
     return [] if arm in ("none", "halves") else list(hardware) if arm == "all" else arm.split("+")
 
 
-def pooled(parts: dict, members: list[str], halves_seed: int | None = None):
+def pooled(parts: dict, members: list[str], halves_seed: int | None = None, labels: str = "group"):
     """(batch, y, groups, programs per member) of ``parts["target"]`` (the target's training programs) plus
     ``parts[hw]`` for each member hardware (its programs of the training tasks); every (hardware, task) its own
-    group and labels normalised within it. ``halves_seed``: the target's tasks each split at random into two
-    groups."""
-    from autotune.costmodel.inputs import normalized_throughput
+    group. ``halves_seed``: the target's tasks each split at random into two groups. ``labels``: ``group``, each
+    group's labels normalised within it (``normalized_throughput``: its best program 1), or ``anchored``, each
+    group other than the target's whole task mapped by rank onto the target's labels of the same task
+    (``rank_anchored``; a task the target lacks keeps its own normalisation), so a group's size does not set
+    its labels."""
+    from autotune.costmodel.inputs import normalized_throughput, rank_anchored
     from autotune.costmodel.online import concat_batches
 
+    if labels not in LABELS:
+        raise UserError(f"--labels: {labels!r}; accepted: {', '.join(LABELS)}")
     part = parts["target"]
     own = part.groups
     if halves_seed is not None:
         own = own * 2 + np.random.default_rng([halves_seed, 2]).integers(0, 2, len(own))
     batches, latency, groups, sizes = [part.batch], [part.latency], [own], {"target": len(part)}
+    target_ids = np.unique(own).tolist()
+    task_of = {g: part.task_keys[g // 2 if halves_seed is not None else g] for g in target_ids}  # group -> task
     base = int(own.max()) + 1 if len(own) else 0
     for hw in members:
         sub = parts[hw]
         batches.append(sub.batch)
         latency.append(sub.latency)
         groups.append(sub.groups + base)
+        task_of.update({int(g) + base: sub.task_keys[g] for g in np.unique(sub.groups)})
         base += len(sub.task_keys)
         sizes[hw] = len(sub)
     groups_all = np.concatenate(groups)
-    return concat_batches(batches), normalized_throughput(np.concatenate(latency), groups_all), groups_all, sizes
+    y = normalized_throughput(np.concatenate(latency), groups_all)
+    if labels == "anchored":
+        whole = normalized_throughput(part.latency, part.groups)  # the target's own labels of each whole task
+        anchor = {part.task_keys[g]: whole[part.groups == g] for g in np.unique(part.groups)}
+        keep = set(target_ids) if halves_seed is None else set()  # the target's whole tasks keep their labels
+        for g, key in task_of.items():
+            if g in keep or key not in anchor:
+                continue
+            m = groups_all == g
+            y[m] = rank_anchored(y[m], anchor[key])
+    return concat_batches(batches), y, groups_all, sizes
 
 
 def _main(args) -> int:
@@ -177,7 +202,8 @@ def _main(args) -> int:
 
     def run(kind: str, arm: str, seed: int) -> dict | None:
         members = arm_members(arm, list(others))
-        path = os.path.join(args.cache, f"{tag}{kind}-{arm}-s{seed}.json")
+        lab = "" if arm == "none" or args.labels == "group" else f"{args.labels}-"  # none: the same fit either way
+        path = os.path.join(args.cache, f"{tag}{kind}-{arm}-{lab}s{seed}.json")
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 got = json.load(f)
@@ -185,12 +211,13 @@ def _main(args) -> int:
                 return got
         if args.summarize_only:
             return None
-        batch, y, groups, sizes = pooled(parts, members, halves_seed=seed if arm == "halves" else None)
+        batch, y, groups, sizes = pooled(parts, members, halves_seed=seed if arm == "halves" else None,
+                                         labels=args.labels)
         t0 = time.time()
         model = create_seeded(kind, seed, **params_for(kind, args.quick)).fit(batch, y, groups)
         fit_s = time.time() - t0
         scores = evaluate(model, data, test_keys)["views"]
-        got = {"kind": kind, "arm": arm, "members": members, "seed": seed, "programs": int(len(y)),
+        got = {"kind": kind, "arm": arm, "labels": args.labels if lab else "group", "members": members, "seed": seed, "programs": int(len(y)),
                "programs_by_hardware": sizes, "fit_s": fit_s, "loadavg": loadavg(),
                "views": {v: s["mean"] for v, s in scores.items() if s}}
         write_json(path, got)
@@ -211,7 +238,7 @@ def _main(args) -> int:
     result = summarize(runs, kinds, arms, seeds)
     result.update({"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "hardware_id": hw_target,
                    "with": {hw: os.path.relpath(os.path.abspath(p), ROOT) for hw, p in paths.items()},
-                   "held_out": held, "quick": args.quick, "name": args.name, "measured_on": host_cpu(), "loadavg_end": loadavg(),
+                   "labels": args.labels, "held_out": held, "quick": args.quick, "name": args.name, "measured_on": host_cpu(), "loadavg_end": loadavg(),
                    "git_commit": git_commit(), "dataset_manifest_sha256": manifest_sha256(data.manifest),
                    "with_manifest_sha256": {hw: manifest_sha256(o.manifest) for hw, o in others.items()}})
     name = f"{args.name}_quick" if args.quick else args.name
@@ -262,12 +289,17 @@ def markdown(result: dict) -> str:
         f"Command: `python experiments/costmodel/pooled_hardware.py --dataset {result['dataset']} --with "
         f"{','.join(result['with'].values())} --arms {','.join(result['arms'])} --kinds {','.join(result['kinds'])} "
         f"--seeds {','.join(map(str, result['seeds']))}"
+        + ("" if result.get("labels", "group") == "group" else f" --labels {result['labels']}")
         + ("" if result.get("name", "pooled_hardware") == "pooled_hardware" else f" --name {result['name']}") + "`"
         + (" `--quick` (small models: a smoke test, not a result)" if result["quick"] else "")
         + f". Other hardware: {withs}. Each arm trains on the target's training tasks plus the named hardware's "
         f"programs of the same training tasks (each (hardware, task) its own group; held-out models' tasks removed "
         f"everywhere; arm `halves`: the target alone, each task split at random into two groups, a control for "
-        f"group size); scores are the target's held-out models {', '.join(result['held_out'])} on all their programs "
+        f"group size); labels: "
+        + ("each group's normalised within it (its best program 1)" if result.get("labels", "group") == "group" else
+           "every group but the target's whole tasks mapped by rank onto the target's labels of the same task "
+           "(`rank_anchored`)")
+        + f"; scores are the target's held-out models {', '.join(result['held_out'])} on all their programs "
         f"as in `comparison.md` (mean over held-out models; mean ± sd over seeds). Measured on "
         f"{result['measured_on']}; target manifest sha256 {result['dataset_manifest_sha256'][:12]}, commit "
         f"{str(result['git_commit'])[:10]}.",
