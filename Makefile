@@ -100,7 +100,8 @@ train-costmodel: features
 
 # After train-costmodel: TCL claim T2 (Mamba vs LSTM vs attention mixers, ~40 min of fits, resumable), where
 # held-out top-1 is lost and rank ensembles of the saved models, offline scores vs tuning (no training), the
-# data curve (~46 min) and pooling the other CPU sets' programs into training (~35 min; features of every set)
+# data curve (~46 min) and pooling the other CPU sets' programs into training (~35 min, then ~7 min with
+# rank-anchored labels; features of every set)
 experiments-costmodel: features
 	$(PY) experiments/costmodel/t2_mixers.py --dataset $(DATASET) --seeds $(SEEDS)
 	$(PY) experiments/costmodel/top1_analysis.py --dataset $(DATASET)
@@ -109,6 +110,8 @@ experiments-costmodel: features
 	for d in datasets/cpu-*; do $(PY) -m autotune.collection.features $$d || exit 1; done
 	$(PY) experiments/costmodel/pooled_hardware.py --dataset $(DATASET) --kinds ms-xgb,xgb-reg,xgb,seq-lstm \
 		--arms none,all,halves
+	$(PY) experiments/costmodel/pooled_hardware.py --dataset $(DATASET) --kinds ms-xgb,xgb-reg,xgb \
+		--arms none,all,halves --labels anchored --name pooled_hardware_anchored
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --summarize-only
 
 # Optuna on the training tasks only; OBJECTIVE: top1 (validation top-1, default), pairwise, blend or task_top1;

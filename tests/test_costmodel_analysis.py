@@ -129,6 +129,9 @@ def test_pooled_hardware_script(tmp_path):
     result = json.loads((out / "pooled_hardware_quick.json").read_text())
     rows = {r["arm"]: r for r in result["rows"]}
     assert set(rows) == {"none", "all", "halves"} and result["missing"] == []
+    shift = result["halves_label_shift"]  # the halves move the labels off the whole tasks'
+    assert shift["seeds"] == [0, 1] and shift["top_mean_abs"] > 0 and shift["rest_mean_abs"] > 0
+    assert "each task's 5 best programs" in (out / "pooled_hardware_quick.md").read_text()
     assert rows["none"]["programs_by_hardware"] == rows["halves"]["programs_by_hardware"]  # same programs, halved groups
     assert set(rows["none"]["programs_by_hardware"]) == {"target"}
     by = rows["all"]["programs_by_hardware"]

@@ -16,8 +16,8 @@ Arms (``--arms``): ``none`` (the target alone: reproduces the comparison's row),
 dataset), or a ``+``-joined list of hardware ids; and ``halves``, a control without other hardware: the
 target's programs alone, each task split at random (the fit's seed) into two groups normalised separately —
 what smaller groups alone do to the labels, since the other sets hold ~14 programs per task where the target
-holds ~36 and ``normalized_throughput`` labels each group's best program 1. ``--labels anchored`` is the fix
-this control suggests: every group but the target's whole tasks (other hardware's, or the halves) is labelled
+holds ~36 and ``normalized_throughput`` labels each group's best program 1. ``--labels anchored`` tests that
+cause: every group but the target's whole tasks (other hardware's, or the halves) is labelled
 by rank on the target's labels of the same task (``inputs.rank_anchored``), so a small group's best program
 gets the label of the target's program at the same standing, not 1. Each fit is cached as JSON under ``--cache`` (resumable;
 ``--summarize-only``), keyed by kind, arm, labels, seed and the training set's size. Writes
@@ -241,9 +241,26 @@ def _main(args) -> int:
                    "labels": args.labels, "held_out": held, "quick": args.quick, "name": args.name, "measured_on": host_cpu(), "loadavg_end": loadavg(),
                    "git_commit": git_commit(), "dataset_manifest_sha256": manifest_sha256(data.manifest),
                    "with_manifest_sha256": {hw: manifest_sha256(o.manifest) for hw, o in others.items()}})
+    if "halves" in arms:
+        result["halves_label_shift"] = halves_label_shift(parts["target"], seeds, args.labels)
     name = f"{args.name}_quick" if args.quick else args.name
     write_results(os.path.join(args.out, f"{name}.json"), result, os.path.join(args.out, f"{name}.md"), markdown(result))
     return 0
+
+
+def halves_label_shift(part, seeds: list[int], labels: str, top: int = 5) -> dict:
+    """How far the ``halves`` arm moves the target's labels from its whole tasks' (no fit needed): mean |change|
+    over each task's ``top`` best programs and over the rest, mean over ``seeds``."""
+    _, whole, groups, _ = pooled({"target": part}, [])
+    rank = np.zeros(len(whole), np.int64)
+    for g in np.unique(groups):
+        idx = np.nonzero(groups == g)[0]
+        rank[idx[np.argsort(-whole[idx], kind="stable")]] = np.arange(len(idx))
+    is_top = rank < top
+    shift = [np.abs(pooled({"target": part}, [], halves_seed=s, labels=labels)[1] - whole) for s in seeds]
+    return {"top": top, "labels": labels, "seeds": seeds,
+            "top_mean_abs": float(np.mean([d[is_top].mean() for d in shift])),
+            "rest_mean_abs": float(np.mean([d[~is_top].mean() for d in shift]))}
 
 
 def summarize(runs: dict, kinds: list[str], arms: list[str], seeds: list[int]) -> dict:
@@ -322,6 +339,11 @@ def markdown(result: dict) -> str:
             lines.append(f"| {r['kind']} | {r['arm']} | "
                          + " | ".join(diff(r["vs_none"].get(f"{v}_{m}")) for v, m in VIEW_METRICS) + " |")
     lines += ["", "Reading (computed from the paired table, top-1 all): " + reading(result)]
+    shift = result.get("halves_label_shift")
+    if shift:
+        lines += ["", f"The `halves` arm's labels against the target's whole-task labels ({shift['labels']} labels, "
+                      f"seeds {', '.join(map(str, shift['seeds']))}): mean |change| {shift['top_mean_abs']:.3f} on "
+                      f"each task's {shift['top']} best programs, {shift['rest_mean_abs']:.3f} on the rest."]
     if result["missing"]:
         lines += ["", f"Not fitted yet ({len(result['missing'])}): " + ", ".join(result["missing"][:20])
                   + (" ..." if len(result["missing"]) > 20 else "") + ". Rerun the command to continue."]
