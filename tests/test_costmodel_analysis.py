@@ -165,12 +165,11 @@ def test_pooled_hardware_script(tmp_path):
     assert res.returncode == 2 and "--arms" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_pooled_groups_and_labels():
-    """pooled(): other hardware's programs get groups of their own (no id shared with the target's), every
-    group's best program is labelled 1, and ``halves`` splits each target task into two groups."""
+@pytest.fixture(scope="module")
+def pooled_parts():
+    """The transfer slices as pooled_hardware.py selects them: the target's training programs ("target") and
+    the other hardware's programs of the tasks no held-out model has ("hw2")."""
     sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))
-    from pooled_hardware import pooled
-
     from autotune.costmodel.data import load_split, load_training_data
     from autotune.data.splits import HELD_OUT_MODELS
 
@@ -178,8 +177,16 @@ def test_pooled_groups_and_labels():
                                                list(HELD_OUT_MODELS))
     other = load_training_data(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-x86-64-v2-1c"))
     exclude = set().union(*test_keys.values())
-    parts = {"target": target.select_tasks(train_keys),
-             "hw2": other.select_tasks([k for k in other.task_keys if k not in exclude])}
+    return {"target": target.select_tasks(train_keys),
+            "hw2": other.select_tasks([k for k in other.task_keys if k not in exclude])}
+
+
+def test_pooled_groups_and_labels(pooled_parts):
+    """pooled(): other hardware's programs get groups of their own (no id shared with the target's), every
+    group's best program is labelled 1, and ``halves`` splits each target task into two groups."""
+    from pooled_hardware import pooled
+
+    parts = pooled_parts
     batch, y, groups, sizes = pooled(parts, ["hw2"])
     n = sizes["target"]
     assert len(batch) == len(y) == len(groups) == n + sizes["hw2"]
@@ -187,7 +194,7 @@ def test_pooled_groups_and_labels():
     for g in np.unique(groups):
         assert abs(y[groups == g].max() - 1.0) < 1e-12
     _, y_h, g_h, sizes_h = pooled({"target": parts["target"]}, [], halves_seed=0)
-    own = target.select_tasks(train_keys).groups
+    own = parts["target"].groups
     assert sizes_h == {"target": n} and len(np.unique(g_h)) > len(np.unique(own))
     assert all(len(np.unique(own[g_h == g])) == 1 for g in np.unique(g_h))  # a half never mixes two tasks
     assert (y_h >= y[:n] - 1e-12).all()  # a half's best is at most its task's: labels only rise
@@ -211,23 +218,15 @@ def test_rank_anchored_labels():
     assert rank_anchored(np.array([]), anchor).shape == (0,)
 
 
-def test_pooled_anchored_labels():
+def test_pooled_anchored_labels(pooled_parts):
     """--labels anchored: the target's whole tasks keep their labels; every other group (other hardware's, or
     a half) is labelled by rank on the target's labels of the same task: order within the group kept, labels
     inside the task's range, and a small group's best no longer 1."""
-    sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))
     from pooled_hardware import pooled
 
-    from autotune.costmodel.data import load_split, load_training_data
     from autotune.costmodel.inputs import normalized_throughput
-    from autotune.data.splits import HELD_OUT_MODELS
 
-    target, train_keys, test_keys = load_split(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-znver3-2c"),
-                                               list(HELD_OUT_MODELS))
-    other = load_training_data(os.path.join(ROOT, "experiments", "transfer", "data", "cpu-x86-64-v2-1c"))
-    exclude = set().union(*test_keys.values())
-    parts = {"target": target.select_tasks(train_keys),
-             "hw2": other.select_tasks([k for k in other.task_keys if k not in exclude])}
+    parts = pooled_parts
     _, y, groups, sizes = pooled(parts, ["hw2"])
     _, y_a, groups_a, _ = pooled(parts, ["hw2"], labels="anchored")
     n = sizes["target"]

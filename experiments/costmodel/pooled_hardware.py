@@ -109,14 +109,23 @@ def arm_members(arm: str, hardware: list[str]) -> list[str]:
 
 def pooled(parts: dict, members: list[str], halves_seed: int | None = None, labels: str = "group"):
     """(batch, y, groups, programs per member) of ``parts["target"]`` (the target's training programs) plus
-    ``parts[hw]`` for each member hardware (its programs of the training tasks); every (hardware, task) its own
-    group. ``halves_seed``: the target's tasks each split at random into two groups. ``labels``: ``group``, each
-    group's labels normalised within it (``normalized_throughput``: its best program 1), or ``anchored``, each
-    group other than the target's whole task mapped by rank onto the target's labels of the same task
-    (``rank_anchored``; a task the target lacks keeps its own normalisation), so a group's size does not set
-    its labels."""
-    from autotune.costmodel.inputs import normalized_throughput, rank_anchored
+    ``parts[hw]`` for each member hardware (its programs of the training tasks); labels and groups as
+    ``pooled_labels``."""
     from autotune.costmodel.online import concat_batches
+
+    y, groups = pooled_labels(parts, members, halves_seed, labels)
+    sizes = {"target": len(parts["target"]), **{hw: len(parts[hw]) for hw in members}}
+    return concat_batches([parts["target"].batch, *(parts[hw].batch for hw in members)]), y, groups, sizes
+
+
+def pooled_labels(parts: dict, members: list[str], halves_seed: int | None = None, labels: str = "group"):
+    """(y, groups) of the target's programs then each member's, in ``pooled``'s order; every (hardware, task)
+    its own group. ``halves_seed``: the target's tasks each split at random into two groups. ``labels``:
+    ``group``, each group's labels normalised within it (``normalized_throughput``: its best program 1), or
+    ``anchored``, each group other than the target's whole task mapped by rank onto the target's labels of the
+    same task (``rank_anchored``; a task the target lacks keeps its own normalisation), so a group's size does
+    not set its labels."""
+    from autotune.costmodel.inputs import normalized_throughput, rank_anchored
 
     if labels not in LABELS:
         raise UserError(f"--labels: {labels!r}; accepted: {', '.join(LABELS)}")
@@ -124,18 +133,16 @@ def pooled(parts: dict, members: list[str], halves_seed: int | None = None, labe
     own = part.groups
     if halves_seed is not None:
         own = own * 2 + np.random.default_rng([halves_seed, 2]).integers(0, 2, len(own))
-    batches, latency, groups, sizes = [part.batch], [part.latency], [own], {"target": len(part)}
+    latency, groups = [part.latency], [own]
     target_ids = np.unique(own).tolist()
     task_of = {g: part.task_keys[g // 2 if halves_seed is not None else g] for g in target_ids}  # group -> task
     base = int(own.max()) + 1 if len(own) else 0
     for hw in members:
         sub = parts[hw]
-        batches.append(sub.batch)
         latency.append(sub.latency)
         groups.append(sub.groups + base)
         task_of.update({int(g) + base: sub.task_keys[g] for g in np.unique(sub.groups)})
         base += len(sub.task_keys)
-        sizes[hw] = len(sub)
     groups_all = np.concatenate(groups)
     y = normalized_throughput(np.concatenate(latency), groups_all)
     if labels == "anchored":
@@ -147,7 +154,7 @@ def pooled(parts: dict, members: list[str], halves_seed: int | None = None, labe
                 continue
             m = groups_all == g
             y[m] = rank_anchored(y[m], anchor[key])
-    return concat_batches(batches), y, groups_all, sizes
+    return y, groups_all
 
 
 def _main(args) -> int:
@@ -251,13 +258,13 @@ def _main(args) -> int:
 def halves_label_shift(part, seeds: list[int], labels: str, top: int = 5) -> dict:
     """How far the ``halves`` arm moves the target's labels from its whole tasks' (no fit needed): mean |change|
     over each task's ``top`` best programs and over the rest, mean over ``seeds``."""
-    _, whole, groups, _ = pooled({"target": part}, [])
+    whole, groups = pooled_labels({"target": part}, [])
     rank = np.zeros(len(whole), np.int64)
     for g in np.unique(groups):
         idx = np.nonzero(groups == g)[0]
         rank[idx[np.argsort(-whole[idx], kind="stable")]] = np.arange(len(idx))
     is_top = rank < top
-    shift = [np.abs(pooled({"target": part}, [], halves_seed=s, labels=labels)[1] - whole) for s in seeds]
+    shift = [np.abs(pooled_labels({"target": part}, [], halves_seed=s, labels=labels)[0] - whole) for s in seeds]
     return {"top": top, "labels": labels, "seeds": seeds,
             "top_mean_abs": float(np.mean([d[is_top].mean() for d in shift])),
             "rest_mean_abs": float(np.mean([d[~is_top].mean() for d in shift]))}
