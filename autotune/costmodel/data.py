@@ -22,6 +22,7 @@ class TrainingData:
     tasks: dict[str, dict]
     manifest: dict
     sampler: np.ndarray | None = None  # per program: "random" (uniform sample) or "evolutionary" (search)
+    copies: np.ndarray | None = None  # per program: how many measured rows of the same trace it merges
 
     def __len__(self) -> int:
         return len(self.latency)
@@ -38,7 +39,8 @@ class TrainingData:
     def subset(self, mask) -> TrainingData:
         idx = np.nonzero(mask)[0] if np.asarray(mask).dtype == bool else np.asarray(mask)
         return TrainingData(self.batch.subset(idx), self.latency[idx], self.groups[idx], self.task_keys,
-                            self.tasks, self.manifest, None if self.sampler is None else self.sampler[idx])
+                            self.tasks, self.manifest, None if self.sampler is None else self.sampler[idx],
+                            None if self.copies is None else self.copies[idx])
 
     def weights_for(self, model: str) -> dict[int, float]:
         """group id -> how often the task occurs in ``model`` itself (for the top-k score): a task shared
@@ -67,22 +69,60 @@ def load_split(root: str, held_out) -> tuple[TrainingData, list[str], dict[str, 
     return data, train_keys, test_keys
 
 
-def load_training_data(root: str, min_programs: int = 2) -> TrainingData:
-    """Valid rows only (failed/NaN rows are kept on disk and dropped here). Reads the feature cache
+def merge_duplicates(keys: list[str], traces: list[str], latency: np.ndarray, ok: np.ndarray,
+                     sampler: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One row per program: valid rows of the same task and trace (a schedule measured more than once)
+    become their first row, whose latency is the median of the copies' mean latencies and whose sampler is
+    ``evolutionary`` if any copy came from the search. Returns (ok, latency, sampler, copies), the merged
+    copies no longer ``ok``.
+
+    Why: collections before the collector seeded each visit's search with the task's measured rows
+    re-measured the same schedule many times (the main set: 5,310 of 25,301 valid rows; tasks whose design
+    space holds one schedule, e.g. a reshape, have 17-46 copies of it). As separate programs they make a
+    held-out task look like a choice between programs that differ only by measurement noise, so every model
+    "loses" top-1 on them, and give the ranking losses pairs of equal inputs with unequal labels."""
+    ok = ok.copy()
+    latency = latency.astype(np.float64, copy=True)
+    sampler = sampler.copy()
+    copies = np.ones(len(latency), dtype=np.int64)
+    first: dict[tuple[str, str], int] = {}
+    merged: dict[int, list[float]] = {}
+    for i in np.nonzero(ok)[0]:
+        j = first.setdefault((keys[i], traces[i]), int(i))
+        if j != i:
+            ok[i] = False
+            merged.setdefault(j, [float(latency[j])]).append(float(latency[i]))
+            if sampler[i] == "evolutionary":
+                sampler[j] = "evolutionary"
+    for j, lats in merged.items():
+        latency[j] = float(np.median(lats))
+        copies[j] = len(lats)
+    return ok, latency, sampler, copies
+
+
+def load_training_data(root: str, min_programs: int = 2, merge: bool = True) -> TrainingData:
+    """Valid rows only (failed/NaN rows are kept on disk and dropped here), one per program: copies of a
+    schedule measured more than once are merged (``merge_duplicates``; ``merge=False`` keeps every row).
+    A task counts when it has ``min_programs`` distinct programs. Reads the feature cache
     (``StaleFeatureCache`` when rows are missing: ``python -m autotune.collection.features`` refreshes it)."""
     manifest = read_manifest(root)
     tasks = read_tasks(root)
     table = read_records(root)
-    feats, offsets = read_features(root, table.column("task_key").to_pylist(), table.column("trace").to_pylist())
+    traces = table.column("trace").to_pylist()
+    feats, offsets = read_features(root, table.column("task_key").to_pylist(), traces)
     latency = mean_latency(table)
     keys = table.column("task_key").to_pylist()
+    sampler = np.asarray(table.column("sampler").to_pylist(), dtype=object)
     ok = np.isfinite(latency) & (latency > 0)
+    copies = np.ones(len(latency), dtype=np.int64)
+    if merge:
+        ok, latency, sampler, copies = merge_duplicates(keys, traces, latency, ok, sampler)
     task_keys = sorted(set(k for k, good in zip(keys, ok) if good))
     index = {k: i for i, k in enumerate(task_keys)}
     groups = np.array([index.get(k, -1) for k in keys])
     counts = np.bincount(groups[ok], minlength=len(task_keys))
     ok &= counts[np.maximum(groups, 0)] >= min_programs
-    full = ProgramBatch.from_traces(table.column("trace").to_pylist(), feats, offsets)
+    full = ProgramBatch.from_traces(traces, feats, offsets)
     idx = np.nonzero(ok)[0]
-    sampler = np.asarray(table.column("sampler").to_pylist(), dtype=object)[idx]
-    return TrainingData(full.subset(idx), latency[idx], groups[idx], task_keys, tasks, manifest, sampler)
+    return TrainingData(full.subset(idx), latency[idx], groups[idx], task_keys, tasks, manifest, sampler[idx],
+                        copies[idx])

@@ -31,12 +31,13 @@ def dataset_stats(root: str) -> dict:
         valid = lat[(keys == key) & np.isfinite(lat)]
         if len(valid) >= 2:
             spreads.append(float(valid.max() / valid.min()))
+    programs = _distinct_programs(keys, table.column("trace").to_pylist(), lat)
     models = Counter(m for k in per_task for m in tasks[k]["models"] if not m.startswith("synthetic:"))
     stamps = np.sort(np.asarray(table.column("timestamp").to_pylist(), dtype=float))
     gaps = np.diff(stamps)
     active_s = float(gaps[gaps < 120].sum()) if len(gaps) else 0.0  # pauses between runs excluded
     runs = manifest.get("collection_runs", [])
-    programs = sum(r["programs"] for r in runs)
+    measured = sum(r["programs"] for r in runs)
     wall = sum(r["wall_s"] for r in runs)
     return {
         "hardware_id": manifest["hardware"]["hardware_id"],
@@ -50,12 +51,13 @@ def dataset_stats(root: str) -> dict:
         "tasks_by_source": dict(Counter(tasks[k]["source"] for k in per_task)),
         "records_per_task": {"min": min(per_task.values(), default=0), "median": float(np.median(list(per_task.values()) or [0])),
                              "max": max(per_task.values(), default=0)},
+        "programs": programs,
         "latency_spread_per_task": {"median": float(np.median(spreads)) if spreads else None,
                                     "p90": float(np.percentile(spreads, 90)) if spreads else None},
         "tasks_per_zoo_model": dict(models),
         "samplers": dict(Counter(table.column("sampler").to_pylist())),
         "throughput": {
-            "programs_per_hour": programs / wall * 3600 if wall else None,
+            "programs_per_hour": measured / wall * 3600 if wall else None,
             "build_share": sum(r["build_s"] for r in runs) / wall if wall else None,
             "run_share": sum(r["run_s"] for r in runs) / wall if wall else None,
             "collection_wall_hours": wall / 3600,
@@ -63,6 +65,27 @@ def dataset_stats(root: str) -> dict:
             "active_hours_from_timestamps": active_s / 3600,
             "runs": len(runs),
         },
+    }
+
+
+def _distinct_programs(keys: np.ndarray, traces: list[str], lat: np.ndarray) -> dict:
+    """Valid rows as distinct programs (task, trace): how many, how many rows repeat one already measured,
+    tasks whose every valid row is one schedule, distinct programs per task, and the repeatability of the
+    measurement (max/min of the mean latencies of one program's copies, median and p90)."""
+    by_program: dict[tuple[str, str], list[float]] = {}
+    for key, trace, t in zip(keys.tolist(), traces, lat.tolist()):
+        if np.isfinite(t) and t > 0:
+            by_program.setdefault((key, trace), []).append(t)
+    per_task = Counter(key for key, _ in by_program)
+    repeats = [max(v) / min(v) for v in by_program.values() if len(v) >= 2]
+    return {
+        "distinct": len(by_program),
+        "repeated_rows": sum(len(v) - 1 for v in by_program.values()),
+        "single_program_tasks": sum(1 for n in per_task.values() if n == 1),
+        "per_task": {"min": min(per_task.values(), default=0), "median": float(np.median(list(per_task.values()) or [0])),
+                     "max": max(per_task.values(), default=0)},
+        "repeat_spread": {"programs": len(repeats), "median": float(np.median(repeats)) if repeats else None,
+                          "p90": float(np.percentile(repeats, 90)) if repeats else None},
     }
 
 
@@ -77,6 +100,9 @@ def markdown(s: dict) -> str:
         f"| failure rate | {s['failure_rate']:.1%} ({s['status']}) |",
         f"| tasks measured / in pool | {s['tasks_measured']} / {s['tasks_in_pool']} ({s['tasks_by_source']}) |",
         f"| records per task (min / median / max) | {s['records_per_task']['min']} / {s['records_per_task']['median']:.0f} / {s['records_per_task']['max']} |",
+        f"| distinct valid programs (rows repeating one: merged for training) | {s['programs']['distinct']} ({s['programs']['repeated_rows']}) |",
+        f"| distinct programs per task (min / median / max); tasks with one | {s['programs']['per_task']['min']} / {s['programs']['per_task']['median']:.0f} / {s['programs']['per_task']['max']}; {s['programs']['single_program_tasks']} |",
+        _repeat_line(s["programs"]["repeat_spread"]),
         f"| latency spread per task, max/min (median / p90) | {s['latency_spread_per_task']['median'] or 0:.1f}x / {s['latency_spread_per_task']['p90'] or 0:.1f}x |",
         f"| tasks per zoo model | {s['tasks_per_zoo_model']} |",
         f"| samplers | {s['samplers']} |",
@@ -85,6 +111,13 @@ def markdown(s: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _repeat_line(r: dict) -> str:
+    if not r["programs"]:
+        return "| one program measured again, max/min of its copies | - (no program measured twice) |"
+    return (f"| one program measured again, max/min of its copies (median / p90) | {r['median']:.2f}x / {r['p90']:.2f}x "
+            f"over {r['programs']} programs |")
 
 
 def main(argv=None) -> int:
