@@ -202,7 +202,9 @@ def test_rows_of_another_layout_are_not_kept(tmp_path):
     old = {"dataset_manifest_sha256": "h", "held_out": ["tiny"], "quick": True, "rows": [{"kind": "random"}]}
     path.write_text(json.dumps(old))  # a file from before format 2 (rows without seeds or views)
     assert _keep_other_rows(str(path), [{"kind": "xgb"}], "h", ["tiny"], True) == [{"kind": "xgb"}]
-    path.write_text(json.dumps({**old, "format": 2}))
+    path.write_text(json.dumps({**old, "format": 2}))  # scored with copies of a schedule as programs
+    assert _keep_other_rows(str(path), [{"kind": "xgb"}], "h", ["tiny"], True) == [{"kind": "xgb"}]
+    path.write_text(json.dumps({**old, "format": 2, "duplicates": "merged"}))
     assert [r["kind"] for r in _keep_other_rows(str(path), [{"kind": "xgb"}], "h", ["tiny"], True)] == ["xgb", "random"]
 
 

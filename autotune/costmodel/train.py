@@ -233,7 +233,7 @@ def _main(args) -> int:
     result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
               "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds,
               "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick,
-              "models_dir": args.models_dir}
+              "models_dir": args.models_dir, "duplicates": "merged"}
     _write_comparison(result, args.models_dir, args.results)
     return 0
 
@@ -248,8 +248,9 @@ def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list
             old = json.load(f)
     except ValueError:
         return rows
-    same = (old.get("format"), old.get("dataset_manifest_sha256"), old.get("held_out"), bool(old.get("quick")))
-    if same != (FORMAT, manifest_hash, held, quick):
+    same = (old.get("format"), old.get("dataset_manifest_sha256"), old.get("held_out"), bool(old.get("quick")),
+            old.get("duplicates"))
+    if same != (FORMAT, manifest_hash, held, quick, "merged"):  # rows scored with copies as programs: refit
         return rows
     new = {r["kind"] for r in rows}
     merged = [r for r in old.get("rows", []) if r.get("kind") not in new] + rows
@@ -470,7 +471,11 @@ def markdown_table(result: dict) -> str:
              f"Train programs: {result['train_programs']}. Seeds {result['seeds']}. Dataset manifest sha256 "
              f"{result['dataset_manifest_sha256'][:12]}, commit {str(result['git_commit'])[:10]}. Fits, timings and "
              f"programs/s measured on {result.get('measured_on', 'an unrecorded machine')}, load {result['loadavg']}"
-             + (" (--quick: small models, numbers are a smoke test)" if result.get("quick") else "") + ".", "",
+             + (" (--quick: small models, numbers are a smoke test)" if result.get("quick") else "") + ". "
+             + ("Programs: copies of a schedule measured more than once merged into one (`merge_duplicates`)."
+                if result.get("duplicates") == "merged" else
+                "**Scored before copies of a schedule were merged** (each measured row counted as a program; "
+                "refit to compare with tables that merge them)."), "",
              "## Held-out scores, mean ± sd over seeds", "",
              "Views: `all` = every measured program of a held-out model's tasks (TenSet/TLP); `search` = only the "
              "programs the evolutionary sampler produced (where the search ranks); `unseen` = without tasks a "
