@@ -47,3 +47,33 @@ def test_stats_count_distinct_programs_and_repeat_spread():
     assert s["valid"] == 141 and p["distinct"] == 120 and p["repeated_rows"] == 21
     assert p["single_program_tasks"] == 3 and p["per_task"] == {"min": 1, "median": 12.0, "max": 12}
     assert p["repeat_spread"]["programs"] == 6 and p["repeat_spread"]["median"] > 1.0
+
+
+def test_duplicates_script_scores_a_saved_model_both_ways(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from autotune.costmodel import create
+
+    data = load_training_data(TINY)
+    create("xgb-reg", n_estimators=20).fit(data.batch, data.y, data.groups).save(
+        str(tmp_path / "models" / "cpu-znver3-2c" / "xgb-reg"))
+    script = os.path.join(ROOT, "experiments", "costmodel", "duplicates.py")
+    args = [sys.executable, script, "--datasets", TINY, "--held-out", "tiny", "--models-dir", str(tmp_path / "models"),
+            "--out", str(tmp_path / "out")]
+    res = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    d = json.loads((tmp_path / "out" / "duplicates.json").read_text())["datasets"][0]
+    assert d["programs"]["distinct"] == 120
+    # tiny: 5 tasks; its reshape is 7 copies of one schedule, so 4 tasks remain; mean and fused_matmul_add2
+    # hold one copy each
+    assert d["scoring"]["rows"]["held_out_tasks"] == {"tiny": 5}
+    assert d["scoring"]["merged"]["held_out_tasks"] == {"tiny": 4}
+    assert d["scoring"]["rows"]["held_out_programs"] - d["scoring"]["merged"]["held_out_programs"] == 7 + 2
+    [row] = d["models"]
+    assert row["kind"] == "xgb-reg" and 0 < row["merged"]["mean"]["top1"] <= 1 and 0 < row["rows"]["tiny"]["top5"] <= 1
+    assert "| xgb-reg |" in (tmp_path / "out" / "duplicates.md").read_text()
+    bad = subprocess.run(args[:-2] + ["--held-out", "nope", "--out", str(tmp_path / "b")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--held-out" in bad.stderr and "Traceback" not in bad.stderr
