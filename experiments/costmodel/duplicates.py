@@ -1,7 +1,7 @@
 """How much of a dataset is the same schedule measured again, and what counting the copies as programs did
 to the held-out scores.
 
-    python experiments/costmodel/duplicates.py [--datasets datasets/cpu-znver3-2c,datasets/cpu-rocketlake-2c]
+    python experiments/costmodel/duplicates.py [--datasets datasets/cpu-znver3-2c,...]
 
 For each dataset: valid rows, distinct programs (task, trace), rows that repeat a program, tasks whose every
 row is one schedule, and the repeatability of the measurement (max/min of the mean latencies of one program's
@@ -42,13 +42,15 @@ def analyse(dataset: str, models_dir: str, held: list[str]) -> dict:
     out = {"dataset": dataset, "hardware_id": stats["hardware_id"], "valid_rows": stats["valid"],
            "programs": stats["programs"], "scoring": {}, "models": []}
     scores: dict[str, dict] = {}
+    folder = os.path.join(models_dir, stats["hardware_id"])
+    if not os.path.isdir(folder):  # no saved models of this hardware: the counts only (no feature cache needed)
+        return out
     for mode in ("rows", "merged"):
         data = load_training_data(dataset, merge=mode == "merged")
         _, test_keys = split_by_model({k: data.tasks[k] for k in data.task_keys}, held)
         out["scoring"][mode] = {"held_out_programs": int(sum(len(data.select_tasks(k)) for k in test_keys.values())),
                                 "held_out_tasks": held_out_tasks(data, test_keys)}
-        folder = os.path.join(models_dir, stats["hardware_id"])
-        for kind in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        for kind in sorted(os.listdir(folder)):
             if not os.path.exists(os.path.join(folder, kind, "model.json")):
                 continue
             views = evaluate(load(os.path.join(folder, kind)), data, test_keys)["views"]["all"]
@@ -93,7 +95,8 @@ def markdown(res: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--datasets", default="datasets/cpu-znver3-2c,datasets/cpu-rocketlake-2c")
+    ap.add_argument("--datasets", default="datasets/cpu-znver3-2c,datasets/cpu-rocketlake-2c,datasets/cpu-znver4-2c,"
+                                          "datasets/cpu-x86-64-v2-1c")
     ap.add_argument("--models-dir", default="models")
     ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS), help="comma-separated zoo models")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
