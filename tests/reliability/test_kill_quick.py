@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.tvm, pytest.mark.slow]
 
 @pytest.mark.parametrize("kind", ["tune", "collect"])
 def test_quick_kill_battery(kind, tmp_path):
-    res = battery(kind, kills=2, seed=1, work=str(tmp_path), delays=(15.0, 30.0))
+    res = battery(kind, kills=2, seed=1, work=str(tmp_path), delays=(10.0, 20.0))
     s = res["summary"]
     assert s["kills"] >= 1, res["cycles"]
     assert s["lost"] == 0 and s["duplicates"] == 0 and s["unkilled_failures"] == 0, res["cycles"]

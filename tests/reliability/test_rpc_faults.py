@@ -110,7 +110,7 @@ def test_servers_killed_mid_run(tmp_path):
 
     wd = str(tmp_path / "wd")
     with local_farm_servers("kill-key", 2) as (addr, servers):
-        cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "40", "--trials-per-round",
+        cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "24", "--trials-per-round",
                "4", "--cost-model", "ms-xgb", "--work-dir", wd, "--skip-untuned", "--bench-rounds", "1",
                "--rpc-tracker", addr, "--rpc-key", "kill-key"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -134,7 +134,7 @@ def test_servers_killed_mid_run(tmp_path):
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stderr[-3000:]
     final = scan_database(wd)
-    assert len(final.record_lines) == 40 and not [i for i in final.issues if i.kind == "duplicate"]
+    assert len(final.record_lines) == 24 and not [i for i in final.issues if i.kind == "duplicate"]
 
 
 @pytest.mark.slow
