@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another dataset folder: only its measured tasks (e.g. a transfer set for new hardware)")
     p.add_argument("--time-limit", type=float, default=None, help="stop after this many hours")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--retry-exhausted", action="store_true",
+                   help="visit again the tasks an earlier run found no new program for (the manifest's "
+                        "exhausted_tasks; skipped by default)")
     p.add_argument("--sampler", default=None,
                    help="active learning: draw a pool of candidates per task and measure only the ones this "
                         "sampler picks (autotune.costmodel.sampling: random, rdu, diversity, ...; see "
@@ -135,6 +138,7 @@ def _collect(args, target, rpc, only_keys) -> int:
                 random_fraction=args.random_fraction, max_tasks=args.max_tasks,
                 only_models=args.only_models.split(",") if args.only_models else None, only_keys=only_keys,
                 deadline=time.time() + args.time_limit * 3600 if args.time_limit else None,
+                retry_exhausted=args.retry_exhausted,
             )
     finally:
         collector.close()

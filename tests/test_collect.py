@@ -138,3 +138,37 @@ def test_transfer_set_on_another_target_keeps_the_same_tasks(tmp_path, cli):
     assert manifest["hardware"]["hardware_id"].endswith("-1c")
     res = cli(*CMD[1:], "--out", str(tmp_path / "bad"), "--same-tasks-as", str(tmp_path / "nope"))
     assert res.returncode == 2 and "--same-tasks-as" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_task_with_one_schedule_is_recorded_exhausted_and_skipped(tmp_path, cli):
+    """`tiny`'s reshape has one schedule: the visit that finds no new program records the task in the
+    manifest's exhausted_tasks, and the next run skips it (it used to spend a visit on each such task on
+    every resume: 171 tasks, ~5 min per run on the Rocket Lake set) unless --retry-exhausted."""
+    from autotune.data.store import DatasetWriter
+
+    out = str(tmp_path / "ds")
+    base = ["autotune.collect", "--models", "tiny", "--synthetic", "0", "--out", out]
+    res = cli(*base, "--programs-per-task", "1", "--max-tasks", "1", timeout=600)  # the pool, one program
+    assert res.returncode == 0, res.stderr[-2000:]
+    reshape = [k for k, t in read_tasks(out).items() if t["name"] == "reshape"]
+    assert len(reshape) == 1, sorted(t["name"] for t in read_tasks(out).values())
+    ref = str(tmp_path / "ref")  # a dataset naming only the reshape task, for --same-tasks-as
+    w = DatasetWriter(ref, {"hardware_id": "cpu-ref-2c", "target": {"kind": "llvm"}})
+    w.append([{"task_key": reshape[0], "workload_hash": reshape[0], "trace": "[]", "run_secs": [1e-3],
+               "status": "ok", "error": "", "sampler": "random", "hardware_id": "cpu-ref-2c", "timestamp": 1.0}])
+    w.close()
+    before = read_records(out).num_rows
+
+    res = cli(*base, "--same-tasks-as", ref, "--programs-per-task", "2", "--pass-size", "1", timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert read_records(out).num_rows == before + 1  # the one schedule; the second pass finds nothing new
+    assert read_manifest(out)["exhausted_tasks"] == {reshape[0]: 1}
+
+    res = cli(*base, "--same-tasks-as", ref, "--programs-per-task", "3", timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "skipping 1 tasks whose last visit found no new program" in res.stderr
+    assert read_records(out).num_rows == before + 1 and read_manifest(out)["collection_runs"][-1]["programs"] == 0
+
+    res = cli(*base, "--same-tasks-as", ref, "--programs-per-task", "3", "--retry-exhausted", timeout=600)
+    assert res.returncode == 0 and "skipping" not in res.stderr, res.stderr[-2000:]
+    assert read_manifest(out)["exhausted_tasks"] == {reshape[0]: 1}  # visited again, still nothing new

@@ -97,11 +97,21 @@ class Collector:
 
     def run(self, programs_per_task: int, pass_size: int = 32, random_fraction: float = 0.5,
             max_tasks: int | None = None, only_models=None, deadline: float | None = None,
-            only_keys: set[str] | None = None) -> None:
+            only_keys: set[str] | None = None, retry_exhausted: bool = False) -> None:
+        """Visits the tasks pass by pass until each has ``programs_per_task`` rows. A task whose visit
+        found no new program (its design space is used up: a reshape has one schedule) is recorded in the
+        manifest's ``exhausted_tasks`` with its row count and skipped by later runs while that count
+        stands (``retry_exhausted`` visits them again)."""
         tasks = self.select_tasks(max_tasks, only_models, only_keys)
         self._measured_rows = self._load_measured()
         counts = {key: len(rows) for key, rows in self._measured_rows.items()}
-        total = programs_per_task * len(tasks)
+        exhausted = self.writer.manifest.setdefault("exhausted_tasks", {})
+        skip = set() if retry_exhausted else {
+            t["key"] for t in tasks if exhausted.get(t["key"]) == counts.get(t["key"], 0) < programs_per_task}
+        if skip:
+            logger.info("skipping %d tasks whose last visit found no new program (their design space is used up; "
+                        "--retry-exhausted visits them)", len(skip))
+        total = sum(counts.get(t["key"], 0) if t["key"] in skip else programs_per_task for t in tasks)
         done = sum(min(counts.get(t["key"], 0), programs_per_task) for t in tasks)
         progress = Progress(total, "collecting", done=done)
         n_passes = math.ceil(programs_per_task / pass_size)
@@ -116,16 +126,22 @@ class Collector:
                         logger.info("time limit reached")
                         return
                     have = counts.get(info["key"], 0)
-                    if have >= goal:
+                    if have >= goal or info["key"] in skip:
                         continue
                     try:
                         n_new = self._visit(info, have, goal - have, random_fraction)
                     except StopCollection:
                         logger.info("stopped on request after the batch in flight; rerun to resume")
                         return
+                    if n_new == 0:
+                        exhausted[info["key"]] = have
+                        skip.add(info["key"])
+                        total -= programs_per_task - have  # it stays at `have`
+                    else:
+                        exhausted.pop(info["key"], None)
                     counts[info["key"]] = have + n_new
                     done += n_new
-                    progress.update(done, f"pass {p + 1}/{n_passes}, {len(tasks)} tasks")
+                    progress.update(done, f"pass {p + 1}/{n_passes}, {len(tasks)} tasks", total=total)
         finally:
             progress.close()
 
