@@ -47,6 +47,7 @@ def test_stats_count_distinct_programs_and_repeat_spread():
     assert s["valid"] == 141 and p["distinct"] == 120 and p["repeated_rows"] == 21
     assert p["single_program_tasks"] == 3 and p["per_task"] == {"min": 1, "median": 12.0, "max": 12}
     assert p["repeat_spread"]["programs"] == 6 and p["repeat_spread"]["median"] > 1.0
+    assert p["row_repeat_cv"]["rows"] == 141 and 0 < p["row_repeat_cv"]["median"] <= p["row_repeat_cv"]["p90"]
 
 
 def test_duplicates_script_scores_a_saved_model_both_ways(tmp_path):

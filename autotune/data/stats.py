@@ -32,6 +32,7 @@ def dataset_stats(root: str) -> dict:
         if len(valid) >= 2:
             spreads.append(float(valid.max() / valid.min()))
     programs = _distinct_programs(keys, table.column("trace").to_pylist(), lat)
+    programs["row_repeat_cv"] = _row_repeat_cv(table.column("run_secs").to_pylist())
     models = Counter(m for k in per_task for m in tasks[k]["models"] if not m.startswith("synthetic:"))
     stamps = np.sort(np.asarray(table.column("timestamp").to_pylist(), dtype=float))
     gaps = np.diff(stamps)
@@ -89,6 +90,13 @@ def _distinct_programs(keys: np.ndarray, traces: list[str], lat: np.ndarray) -> 
     }
 
 
+def _row_repeat_cv(run_secs: list) -> dict:
+    """Coefficient of variation of one row's repeats (one measurement: its repeats run back to back)."""
+    cvs = [float(np.std(r) / np.mean(r)) for r in run_secs if r and len(r) >= 2 and np.mean(r) > 0]
+    return {"rows": len(cvs), "median": float(np.median(cvs)) if cvs else None,
+            "p90": float(np.percentile(cvs, 90)) if cvs else None}
+
+
 def markdown(s: dict) -> str:
     t = s["throughput"]
     pph = f"{t['programs_per_hour']:.0f}" if t["programs_per_hour"] else "-"
@@ -102,6 +110,7 @@ def markdown(s: dict) -> str:
         f"| records per task (min / median / max) | {s['records_per_task']['min']} / {s['records_per_task']['median']:.0f} / {s['records_per_task']['max']} |",
         f"| distinct valid programs (rows repeating one: merged for training) | {s['programs']['distinct']} ({s['programs']['repeated_rows']}) |",
         f"| distinct programs per task (min / median / max); tasks with one | {s['programs']['per_task']['min']} / {s['programs']['per_task']['median']:.0f} / {s['programs']['per_task']['max']}; {s['programs']['single_program_tasks']} |",
+        _cv_line(s["programs"]["row_repeat_cv"]),
         _repeat_line(s["programs"]["repeat_spread"]),
         f"| latency spread per task, max/min (median / p90) | {s['latency_spread_per_task']['median'] or 0:.1f}x / {s['latency_spread_per_task']['p90'] or 0:.1f}x |",
         f"| tasks per zoo model | {s['tasks_per_zoo_model']} |",
@@ -111,6 +120,12 @@ def markdown(s: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _cv_line(r: dict) -> str:
+    if not r["rows"]:
+        return "| repeats within one measurement, coefficient of variation | - |"
+    return f"| repeats within one measurement, coefficient of variation (median / p90) | {r['median']:.1%} / {r['p90']:.1%} |"
 
 
 def _repeat_line(r: dict) -> str:

@@ -67,13 +67,18 @@ def markdown(res: dict) -> str:
              "are rows measuring the same trace again (MetaSchedule's ReplayTrace draws with replacement, and the tuner "
              "measured every copy it drew until commit ccd6d80 of 2026-12-03, after the main set was collected: small "
              "design spaces came back many times).", "",
+             "Two measures of the timing noise: the repeats of one row (one measurement, run back to back) and the "
+             "copies of one program (measured again at another time, possibly beside other jobs).", "",
              "| dataset | valid rows | distinct programs | rows repeating one | tasks with one schedule | "
-             "copies' max/min latency (median / p90) |", "|---|---|---|---|---|---|"]
+             "one row's repeats, CV (median / p90) | copies' max/min latency (median / p90) |",
+             "|---|---|---|---|---|---|---|"]
     for d in res["datasets"]:
         p, r = d["programs"], d["programs"]["repeat_spread"]
         spread = f"{r['median']:.2f}x / {r['p90']:.2f}x over {r['programs']}" if r["programs"] else "-"
+        cv = p["row_repeat_cv"]
+        cv_text = f"{cv['median']:.1%} / {cv['p90']:.1%}" if cv["rows"] else "-"
         lines.append(f"| {d['hardware_id']} | {d['valid_rows']} | {p['distinct']} | {p['repeated_rows']} | "
-                     f"{p['single_program_tasks']} | {spread} |")
+                     f"{p['single_program_tasks']} | {cv_text} | {spread} |")
     for d in res["datasets"]:
         if not d["models"]:
             continue
