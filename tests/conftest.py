@@ -31,7 +31,8 @@ LONG_FILES_FIRST = [
     "test_search_costmodel.py", "reliability/test_rpc_faults.py", "reliability/test_kill_quick.py",
     "test_survey_quick.py", "test_tune_cli.py", "test_vs_pytorch.py", "test_train_costmodel.py",
     "test_layout_rewrite.py", "reliability/test_disk_full.py", "test_collect.py", "test_rpc.py",
-    "test_costmodel_torch.py", "test_batch_selection.py", "test_tuning_efficiency_harness.py", "test_api.py",
+    "test_costmodel_torch.py", "test_batch_selection.py", "test_tuning_efficiency_harness.py", "test_remeasure.py",
+    "test_api.py",
 ]
 
 
