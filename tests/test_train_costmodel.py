@@ -393,3 +393,7 @@ def test_reproduce_command_names_dataset_models_seeds_and_folder():
     assert reproduce_command(result) == "python -m autotune.costmodel.train --dataset datasets/x --models xgb,seq-lstm --seeds 3"
     result.update(seeds=[5], models_dir="runs/m", quick=True)
     assert reproduce_command(result).endswith("--seeds 1 --seed 5 --models-dir runs/m --quick")
+    result.update(hardware_id="cpu-a-2c", results_dir="experiments/costmodel/results/cpu-a-2c/")  # its default
+    assert reproduce_command(result).endswith("--models-dir runs/m --quick")
+    result.update(results_dir="experiments/costmodel/results/merged")
+    assert reproduce_command(result).endswith("--models-dir runs/m --results experiments/costmodel/results/merged --quick")

@@ -233,7 +233,7 @@ def _main(args) -> int:
     result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
               "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds,
               "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick,
-              "models_dir": args.models_dir, "duplicates": "merged"}
+              "models_dir": args.models_dir, "duplicates": "merged", "results_dir": args.results}
     _write_comparison(result, args.models_dir, args.results)
     return 0
 
@@ -551,6 +551,9 @@ def reproduce_command(result: dict) -> str:
         cmd += f" --seed {result['seeds'][0]}"
     if result.get("models_dir", "models") != "models":
         cmd += f" --models-dir {result['models_dir']}"
+    out = result.get("results_dir")
+    if out and os.path.normpath(out) != os.path.normpath(results_dir_for(result.get("hardware_id", ""))):
+        cmd += f" --results {out}"
     return cmd + (" --quick" if result.get("quick") else "")
 
 
