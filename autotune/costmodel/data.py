@@ -79,9 +79,9 @@ def merge_duplicates(keys: list[str], traces: list[str], latency: np.ndarray, ok
     Why: MetaSchedule's ReplayTrace draws with replacement, and until commit ccd6d80 the tuner measured
     every copy it drew, so the main set (collected before) re-measured small design spaces many times
     (5,310 of its 25,301 valid rows repeat a program; tasks whose design space holds one schedule, e.g. a
-    reshape, have 17-46 copies of it). As separate programs they make a
-    held-out task look like a choice between programs that differ only by measurement noise, so every model
-    "loses" top-1 on them, and give the ranking losses pairs of equal inputs with unequal labels."""
+    reshape, have 17-46 copies of it). As separate programs they make a held-out task look like a choice
+    between programs that differ only by measurement noise, so every model "loses" top-1 on them, and give
+    the ranking losses pairs of equal inputs with unequal labels."""
     ok = ok.copy()
     latency = latency.astype(np.float64, copy=True)
     sampler = sampler.copy()
