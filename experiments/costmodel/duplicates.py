@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
-from autotune.cli import git_commit, host_cpu, loadavg, run_main, write_json  # noqa: E402
+from autotune.cli import git_commit, host_cpu, loadavg, run_main, write_results  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
 
@@ -121,12 +121,8 @@ def main(argv=None) -> int:
             except ValueError as err:
                 raise UserError(f"--held-out: {err}") from None
         res = {"datasets": datasets, "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit()}
-        os.makedirs(args.out, exist_ok=True)
-        write_json(os.path.join(args.out, "duplicates.json"), res)
-        text = markdown(res)
-        with open(os.path.join(args.out, "duplicates.md"), "w", encoding="utf-8") as f:
-            f.write(text)
-        print(text)
+        write_results(os.path.join(args.out, "duplicates.json"), res, os.path.join(args.out, "duplicates.md"),
+                      markdown(res))
         return 0
 
     return run_main(body)

@@ -34,7 +34,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from autotune.cli import comma_list, git_commit, host_cpu, loadavg, run_main, write_json  # noqa: E402
+from autotune.cli import comma_list, git_commit, host_cpu, loadavg, run_main, write_results  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
@@ -45,18 +45,21 @@ def _sha(trace: str) -> str:
 
 def held_out_programs(root: str, held: list[str]) -> tuple[dict, dict, dict]:
     """(tasks, held-out model -> task keys, task key -> [(trace, first latency)] of its distinct valid programs,
-    copies merged at their median like ``autotune.costmodel.data.merge_duplicates``)."""
+    copies merged by ``autotune.costmodel.data.merge_duplicates`` as for training)."""
+    from autotune.costmodel.data import merge_duplicates
     from autotune.data.splits import split_by_model
     from autotune.data.store import mean_latency, read_records, read_tasks
 
     tasks = read_tasks(root)
     table = read_records(root)
+    keys, traces = table.column("task_key").to_pylist(), table.column("trace").to_pylist()
     lat = mean_latency(table)
-    copies: dict[str, dict[str, list[float]]] = {}
-    for key, trace, t in zip(table.column("task_key").to_pylist(), table.column("trace").to_pylist(), lat.tolist()):
-        if np.isfinite(t) and t > 0:
-            copies.setdefault(key, {}).setdefault(trace, []).append(t)
-    programs = {k: [(tr, float(np.median(v))) for tr, v in by.items()] for k, by in copies.items() if len(by) >= 2}
+    ok, lat, _, _ = merge_duplicates(keys, traces, lat, np.isfinite(lat) & (lat > 0),
+                                     np.asarray(table.column("sampler").to_pylist(), dtype=object))
+    by_task: dict[str, list[tuple[str, float]]] = {}
+    for i in np.nonzero(ok)[0]:
+        by_task.setdefault(keys[i], []).append((traces[i], float(lat[i])))
+    programs = {k: v for k, v in by_task.items() if len(v) >= 2}
     _, test_keys = split_by_model({k: tasks[k] for k in programs}, held)
     return tasks, test_keys, programs
 
@@ -160,7 +163,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> int:
-        from autotune.costmodel.train import results_dir_for
+        from autotune.costmodel.train import manifest_sha256, results_dir_for
         from autotune.data.store import DatasetError, read_manifest
 
         if args.top < 1 or args.random < 0:
@@ -214,15 +217,10 @@ def main(argv=None) -> int:
             measurer.close()
         res = {"dataset": args.dataset, "hardware_id": hw, "measured_on": host_cpu(), "loadavg": loadavg(),
                "git_commit": git_commit(), "top": args.top, "random": args.random, "any_hardware": here != hw,
-               "dataset_manifest_sha256": hashlib.sha256(
-                   open(os.path.join(args.dataset, "manifest.json"), "rb").read()).hexdigest(),
+               "dataset_manifest_sha256": manifest_sha256(manifest),
                "command": "python experiments/costmodel/remeasure.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                "summary": summarize(done, tasks, test_keys)}
-        write_json(os.path.join(out, "remeasure.json"), res)
-        text = markdown(res)
-        with open(os.path.join(out, "remeasure.md"), "w", encoding="utf-8") as f:
-            f.write(text)
-        print(text)
+        write_results(os.path.join(out, "remeasure.json"), res, os.path.join(out, "remeasure.md"), markdown(res))
         return 0
 
     return run_main(body)

@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from autotune.cli import git_commit, loadavg, write_json  # noqa: E402
+from autotune.cli import git_commit, loadavg, write_results  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 
 
@@ -77,11 +77,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     args = ap.parse_args(argv)
     res = rescore(args.dataset, args.models_dir)
-    write_json(os.path.join(args.out, "rescored.json"), res)
-    table = markdown(res)
-    with open(os.path.join(args.out, "rescored.md"), "w", encoding="utf-8") as f:
-        f.write(table)
-    print(table)
+    write_results(os.path.join(args.out, "rescored.json"), res, os.path.join(args.out, "rescored.md"), markdown(res))
     return 0
 
 
