@@ -15,6 +15,7 @@ QUICK = {"xgb": {"n_estimators": 60}, "xgb-reg": {"n_estimators": 60}, "ms-xgb":
          "ms-mlp": {"epochs": 15}, "seq": {"epochs": 15}, "seq-lstm": {"epochs": 4},
          "seq-rows": {"epochs": 15}, "seq-top": {"epochs": 15}}
 QUICK["ensemble"] = {"member_params": {k: QUICK.get(k, {}) for k in create("ensemble").members}}
+QUICK["seq-lstm-x3"] = {"member_params": {"seq-lstm": QUICK["seq-lstm"]}}
 
 
 @pytest.fixture(scope="module")

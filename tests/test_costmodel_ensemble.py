@@ -77,11 +77,43 @@ def test_threads_reach_every_member(data, fitted):
     assert [m.nthread for m in one.members_] == [1, 1]
 
 
-@pytest.mark.parametrize("members", [["ms-xgb"], ["ms-xgb", "nope"], ["ms-xgb", "ms-xgb"], ["ms-xgb", "ensemble"]])
+@pytest.mark.parametrize("members", [["ms-xgb"], ["ms-xgb", "nope"], ["ms-xgb", "ensemble"],
+                                     ["ms-xgb", "seq-lstm-x3"]])
 def test_bad_members_are_named(data, members):
     batch, _, groups, y = data
-    with pytest.raises(ValueError, match="members must be 2 or more different kinds"):
+    with pytest.raises(ValueError, match="members must be 2 or more kinds"):
         create("ensemble", members=members).fit(batch, y, groups)
+
+
+def test_member_seeds_by_hand():
+    assert create("ensemble", members=["xgb", "ms-mlp"], seed=4).member_seeds() == [4, 4]
+    # copies of a kind: seeds s*n .. s*n+n-1, so ensembles of different seeds share no member
+    assert create("seq-lstm-x3", seed=0).member_seeds() == [0, 1, 2]
+    assert create("seq-lstm-x3", seed=2).member_seeds() == [6, 7, 8]
+    assert create("ensemble", members=["xgb", "ms-mlp", "xgb"], seed=1).member_seeds() == [2, 1, 3]
+
+
+def test_a_seed_ensemble_is_its_kind_at_each_seed(data, tmp_path):
+    from autotune.costmodel.train import is_sequence_model, params_for
+
+    batch, _, groups, y = data
+    params = {"xgb-reg": {"n_estimators": 30, "subsample": 0.7}}  # subsampling: the seed matters
+    seeds = create("ensemble", members=["xgb-reg"] * 3, member_params=params, seed=1).fit(batch, y, groups)
+    alone = [create("xgb-reg", **params["xgb-reg"], seed=s).fit(batch, y, groups) for s in (3, 4, 5)]
+    for member, model in zip(seeds.members_, alone):
+        np.testing.assert_allclose(member.predict(batch), model.predict(batch), rtol=1e-6)
+    assert not np.allclose(alone[0].predict(batch), alone[1].predict(batch))  # different seeds, different fits
+    assert seeds.predict_with_spread(batch)[1].max() > 0  # the seeds' disagreement is the spread
+    path = str(tmp_path / "seeds")
+    seeds.save(path)
+    assert load(path).members == ["xgb-reg"] * 3
+    np.testing.assert_allclose(load(path).predict(batch), seeds.predict(batch), rtol=1e-6)
+    # the registered seed ensemble: named as such when loaded, a sequence model for the done-when checks,
+    # each seq-lstm member trained with what the seq-lstm row gets
+    assert registered_kind(create("seq-lstm-x3")) == "seq-lstm-x3"
+    assert registered_kind(create("ensemble")) == "ensemble"
+    assert is_sequence_model("seq-lstm-x3") and not is_sequence_model("ensemble")
+    assert params_for("seq-lstm-x3", quick=True)["member_params"] == {"seq-lstm": params_for("seq-lstm", quick=True)}
 
 
 def test_train_gives_each_member_its_own_row_settings(tmp_path):

@@ -26,6 +26,8 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     # a committee of model families (members chosen on validation networks: experiments/costmodel/ensemble_select.py),
     # each on the scale of its own training scores, averaged; spread = their disagreement
     "ensemble": ("autotune.costmodel.ensemble", "EnsembleCostModel", {}),
+    # a seed ensemble: seq-lstm fitted with three seeds, scores averaged (spread = the seeds' disagreement)
+    "seq-lstm-x3": ("autotune.costmodel.ensemble", "EnsembleCostModel", {"members": ["seq-lstm"] * 3}),
 }
 
 

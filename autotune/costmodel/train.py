@@ -68,12 +68,17 @@ def evaluate(model, data, held_out: dict[str, list[str]]) -> dict:
 
 
 def is_sequence_model(kind: str) -> bool:
-    """Kinds that read the trace as a sequence (the done-when targets' "sequence model"); False for a
-    kind the registry no longer has (a kept row of an older run)."""
-    from . import REGISTRY, model_class
+    """Kinds that read the trace as a sequence (the done-when targets' "sequence model"), a seed ensemble of
+    one included; False for a kind the registry no longer has (a kept row of an older run)."""
+    from . import REGISTRY, create, model_class
+    from .ensemble import EnsembleCostModel
     from .seq import SeqCostModel
 
-    return kind in REGISTRY and issubclass(model_class(kind), SeqCostModel)
+    if kind not in REGISTRY:
+        return False
+    if issubclass(model_class(kind), EnsembleCostModel):
+        return all(is_sequence_model(k) for k in create(kind).members)
+    return issubclass(model_class(kind), SeqCostModel)
 
 
 def _throughput(model, batch, min_n: int = 20000) -> float:
@@ -270,12 +275,13 @@ def params_for(kind: str, quick: bool = False, hparams_dir: str = HPARAMS_DIR) -
     """What ``make train-costmodel`` trains ``kind`` with: its tuned hyperparameters (``models/hparams``), and
     the CI's small settings with ``quick``. An ``ensemble`` gives each member what that kind gets alone, so
     its member ``k`` at seed ``s`` is the model the ``k`` row trains at seed ``s``."""
-    params = {**hparams_for(kind, hparams_dir), **(_quick(kind) if quick else {})}
-    if kind == "ensemble" and "member_params" not in params:
-        from . import create
+    from . import create, model_class
+    from .ensemble import EnsembleCostModel
 
+    params = {**hparams_for(kind, hparams_dir), **(_quick(kind) if quick else {})}
+    if issubclass(model_class(kind), EnsembleCostModel) and "member_params" not in params:
         members = params.get("members", create(kind).members)
-        params["member_params"] = {m: params_for(m, quick, hparams_dir) for m in members}
+        params["member_params"] = {m: params_for(m, quick, hparams_dir) for m in dict.fromkeys(members)}
     return params
 
 
