@@ -129,3 +129,22 @@ def test_train_gives_each_member_its_own_row_settings(tmp_path):
         assert params["member_params"][kind] == params_for(kind, quick=True, hparams_dir=str(hp))
     if "xgb" in members:
         assert params["member_params"]["xgb"] == {"max_depth": 5, "n_estimators": 40}
+
+
+def test_risk_scores_a_lower_confidence_bound(data, fitted, tmp_path):
+    """risk k: score = the members' mean - k x their spread (the spread itself unchanged); saved with the model;
+    a risk that is not a number >= 0 is refused, naming the keyword."""
+    batch, _, groups, y = data
+    members = fitted.member_scores(batch)
+    bound = create("ensemble", members=FAST, member_params=PARAMS, seed=3, risk=1.5).fit(batch, y, groups)
+    score, spread = bound.predict_with_spread(batch)
+    np.testing.assert_allclose(score, members.mean(0) - 1.5 * members.std(0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(spread, members.std(0), rtol=1e-6, atol=1e-12)
+    assert not np.allclose(score, fitted.predict(batch))
+    bound.save(str(tmp_path / "lcb"))
+    again = load(str(tmp_path / "lcb"))
+    assert again.risk == 1.5
+    np.testing.assert_allclose(again.predict(batch), score, rtol=1e-6, atol=1e-9)
+    for bad in (-1, float("nan"), "high"):
+        with pytest.raises(ValueError, match="risk must be a number >= 0"):
+            create("ensemble", members=FAST, risk=bad)

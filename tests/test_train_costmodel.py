@@ -295,6 +295,46 @@ def test_ensemble_select_script(tmp_path):
         assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
 
 
+def test_risk_select_script(tmp_path):
+    """experiments/costmodel/risk_select.py on the tiny dataset: fits the kind once per seed on the training tasks
+    without the validation network, scores every group of seeds under each rule (the mean rule checked against
+    the members' mean by hand), chooses a risk; --summarize-only refits nothing; bad input is one line, exit 2."""
+    import numpy as np
+
+    from autotune.costmodel.data import load_split
+    from autotune.costmodel.evaluate import score_part
+    from autotune.data.splits import split_by_model
+
+    script = os.path.join(ROOT, "experiments", "costmodel", "risk_select.py")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    args = [script, "--dataset", TEST_DATASET, "--held-out", "tiny", "--validation-models", "tiny_mlp",
+            "--kind", "xgb-reg", "--members", "2", "--seeds", "0,1,2", "--cache", str(cache), "--out", str(out)]
+
+    def run(*a):
+        return subprocess.run([sys.executable, *a], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    res = run(*args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    result = json.loads((out / "risk_select.json").read_text())
+    assert sorted(os.listdir(cache)) == ["xgb-reg-s0.npz", "xgb-reg-s1.npz", "xgb-reg-s2.npz"]
+    rows = {r["rule"]: r for r in result["rows"]}
+    assert {"mean", "mean - 1 sd", "min", "median", "single member (mean over members)"} <= set(rows)
+    assert rows["mean"]["groups"] == [[0, 1], [0, 2], [1, 2]] and result["best_risk"] in (0.0, 0.5, 1.0, 1.5, 2.0)
+    # the mean rule by hand: the cached scaled scores of seeds 0 and 1, averaged, scored on the validation network
+    data, train_keys, _ = load_split(TEST_DATASET, ["tiny"])
+    _, val_by_model = split_by_model({k: data.tasks[k] for k in train_keys}, ["tiny_mlp"])
+    val = data.select_tasks(sorted(val_by_model["tiny_mlp"]))
+    z = [np.load(cache / f"xgb-reg-s{s}.npz")["val"] for s in (0, 1)]
+    assert rows["mean"]["runs"][0]["top1"] == pytest.approx(score_part(val, (z[0] + z[1]) / 2, "tiny_mlp")["top1"])
+    stamps = {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)}
+    assert run(*args, "--summarize-only").returncode == 0
+    assert {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)} == stamps  # nothing refitted
+    for bad, expected in ((["--validation-models", "tiny"], "held-out models"), (["--kind", "ensemble"], "--kind"),
+                          (["--members", "4"], "--members")):
+        res = run(*args, *bad)
+        assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
 def test_cap_subsample_nested_and_bounded():
     """At most ``cap`` programs per task, uniform within the task, nested across caps for one seed."""
     sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))

@@ -27,7 +27,7 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     # each on the scale of its own training scores, averaged; spread = their disagreement
     "ensemble": ("autotune.costmodel.ensemble", "EnsembleCostModel", {}),
     # a seed ensemble: seq-lstm fitted with three seeds, scores averaged (spread = the seeds' disagreement)
-    "seq-lstm-x3": ("autotune.costmodel.ensemble", "EnsembleCostModel", {"members": ["seq-lstm"] * 3}),
+    "seq-lstm-x3": ("autotune.costmodel.ensemble", "EnsembleCostModel", {"members": ["seq-lstm"] * 3, "risk": 0.0}),
 }
 
 

@@ -20,6 +20,11 @@ seed ``s`` get seeds ``s*n .. s*n + n-1`` (a kind that appears once keeps ``s``,
 different seeds share no member. Torch fits vary a lot with the seed (seq-lstm's held-out top-1 ranged
 0.37-0.63 over three seeds on the main set), and averaging seeds is the standard cure.
 
+``risk`` > 0 makes the score a lower confidence bound, mean - risk x spread: a program ranks high only
+when the members agree it is fast. Held-out top-1 is lost mostly to a few picks several times slower than
+the task's best (``results/top1_analysis.md``), the picks one member overrates; averaging keeps them near
+the top, the bound pushes them down. The spread returned is the members' disagreement either way.
+
 Fine-tuning (the search's online update) fine-tunes every member that can be fine-tuned, on the same
 data, and keeps the scales.
 """
@@ -71,10 +76,13 @@ class EnsembleCostModel(CostModel):
 
     # the committee chosen on validation networks within 10 MB (experiments/costmodel/results/ensemble_select.md)
     def __init__(self, members: list[str] | tuple[str, ...] = ("xgb-reg", "ms-mlp", "seq-top"),
-                 member_params: dict | None = None, seed: int = 0):
+                 member_params: dict | None = None, seed: int = 0, risk: float = 0.0):
+        if not (isinstance(risk, (int, float)) and np.isfinite(risk) and risk >= 0):
+            raise ValueError(f"ensemble: risk must be a number >= 0 (0: the members' mean); got {risk!r}")
         self.members = list(members)
         self.member_params = member_params
         self.seed = seed
+        self.risk = float(risk)
 
     @property
     def uses_traces(self) -> bool:  # type: ignore[override]
@@ -128,7 +136,8 @@ class EnsembleCostModel(CostModel):
 
     def _predict(self, X: ProgramBatch):
         scores = self.member_scores(X)
-        return scores.mean(0), scores.std(0)
+        spread = scores.std(0)
+        return scores.mean(0) - self.risk * spread, spread
 
     def _fine_tune_from(self, base, X, y, groups, steps) -> None:
         members = []
