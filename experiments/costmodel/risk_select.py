@@ -11,6 +11,10 @@ own fit-set scores, exactly as ``EnsembleCostModel``). The rule with the best va
 weighted top-1, mean over the validation networks, then over every group of seeds) is the one the registered
 ``seq-lstm-lcb`` uses; its held-out numbers then come from ``make train-costmodel`` like every other row.
 
+With ``--saved-ensemble PATH`` (a saved seed ensemble, e.g. the first seed ``make train-costmodel`` saved), the same
+rules are also applied to its members on the held-out models, for reference only: one ensemble, never used to
+choose (this is how the question arose: see the table's last section).
+
 Each fit's validation scores and fit-set scale are cached under ``--cache`` (``.npz``, no pickles), so a stopped
 run resumes and ``--summarize-only`` rebuilds the table. Writes ``<out>/risk_select.{json,md}`` (``results/`` for
 the main dataset's hardware, ``results/<hardware id>/`` for another).
@@ -68,6 +72,9 @@ def main(argv=None) -> int:
     ap.add_argument("--validation-models", default=VALIDATION_MODELS)
     ap.add_argument("--cache", default=None, help="per-fit cache (default: <out>/risk_select)")
     ap.add_argument("--out", default=None, help="results folder (default: the comparison's for this dataset)")
+    ap.add_argument("--saved-ensemble", default=None,
+                    help="a saved seed ensemble of --kind: the rules applied to its members on the held-out models, "
+                         "reported for reference (never used to choose)")
     ap.add_argument("--quick", action="store_true", help="the CI's small settings for --kind (a smoke test)")
     ap.add_argument("--summarize-only", action="store_true", help="no fits: the table from the cache")
     args = ap.parse_args(argv)
@@ -95,7 +102,7 @@ def _main(args) -> int:
     log = logging.getLogger("autotune.experiments.risk_select")
     held_out = comma_list(args.held_out) if args.held_out else list(HELD_OUT_MODELS)
     val_models = comma_list(args.validation_models)
-    data, train_keys, _ = load_split(args.dataset, held_out)
+    data, train_keys, test_keys = load_split(args.dataset, held_out)
     if set(val_models) & set(held_out):
         raise UserError(f"--validation-models: {sorted(set(val_models) & set(held_out))} are held-out models; "
                         "pick training models")
@@ -156,6 +163,7 @@ def _main(args) -> int:
         rows.append({"rule": name, "runs": runs, "groups": [list(g) for g in groups],
                      **{k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5")},
                      "top1_sd": float(np.std([r["top1"] for r in runs], ddof=1)) if len(runs) > 1 else None})
+    reference = held_out_reference(args.saved_ensemble, args.kind, data, test_keys) if args.saved_ensemble else None
     choosable = [r for r in rows if r["rule"].startswith("mean")]
     best = max(choosable, key=lambda r: (round(r[OBJECTIVE], 6), -RISKS[[f"mean - {k:g} sd" if k else "mean"
                                                                         for k in RISKS].index(r["rule"])]))
@@ -165,11 +173,44 @@ def _main(args) -> int:
               "fit_programs": len(fit), "fit_tasks": len(fit_keys),
               "validation_programs": {m: int(mask.sum()) for m, mask in masks.items()},
               "fit_seconds": {str(s): fits[s][1] for s in have}, "rows": rows, "objective": OBJECTIVE,
-              "best_rule": best["rule"], "best_risk": risk, "quick": args.quick,
+              "best_rule": best["rule"], "best_risk": risk, "quick": args.quick, "held_out_reference": reference,
               "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit()}
     write_results(os.path.join(out, "risk_select.json"), result, os.path.join(out, "risk_select.md"), markdown(result))
     log.info("best rule on validation: %s (top-1 %.3f)", best["rule"], best[OBJECTIVE])
     return 0
+
+
+def held_out_reference(path: str, kind: str, data, test_keys: dict[str, list[str]]) -> dict:
+    """The rules applied to a saved seed ensemble's members on the held-out models (view ``all``, the
+    comparison's metrics): {path, members' seeds, rows: [{rule, top1, top5, per_model_top1}]}."""
+    from autotune.costmodel import ModelFileError, load
+    from autotune.costmodel.ensemble import EnsembleCostModel
+    from autotune.costmodel.evaluate import evaluate
+
+    try:
+        model = load(path)
+    except (OSError, ModelFileError, ValueError) as err:
+        raise UserError(f"--saved-ensemble: {path}: {err}") from None
+    if not isinstance(model, EnsembleCostModel) or set(model.members) != {kind}:
+        raise UserError(f"--saved-ensemble: {path} is not a seed ensemble of {kind} "
+                        f"(members: {getattr(model, 'members', type(model).__name__)})")
+    held_out = list(test_keys)
+
+    class Rule:
+        def __init__(self, f):
+            self.f = f
+
+        def predict(self, batch):
+            return self.f(model.member_scores(batch))
+
+    rows = []
+    for name, rule in rules().items():
+        fs = [lambda m, i=i: m[i] for i in range(len(model.members))] if rule is None else [rule]
+        runs = [evaluate(Rule(f), data, test_keys, views=("all",))["views"]["all"] for f in fs]
+        rows.append({"rule": name, **{k: float(np.mean([r["mean"][k] for r in runs])) for k in ("top1", "top5")},
+                     "per_model_top1": {m: float(np.mean([r[m]["top1"] for r in runs])) for m in held_out
+                                        if all(m in r for r in runs)}})
+    return {"path": os.path.relpath(os.path.abspath(path), ROOT), "member_seeds": model.member_seeds(), "rows": rows}
 
 
 def markdown(result: dict) -> str:
@@ -194,7 +235,21 @@ def markdown(result: dict) -> str:
               "Reproduce: `python experiments/costmodel/risk_select.py --dataset " + result["dataset"]
               + f" --kind {result['kind']} --members {result['members']} --seeds {','.join(map(str, result['seeds']))}"
               + f" --held-out {','.join(result['held_out'])} --validation-models {','.join(result['validation_models'])}"
-              + (" --quick" if result["quick"] else "") + "`", ""]
+              + (" --quick" if result["quick"] else "")
+              + (f" --saved-ensemble {result['held_out_reference']['path']}" if result.get("held_out_reference") else "")
+              + "`", ""]
+    ref = result.get("held_out_reference")
+    if ref:
+        lines += ["## For reference only: the rules on the held-out models (one saved ensemble)", "",
+                  f"`{ref['path']}` (member seeds {', '.join(map(str, ref['member_seeds']))}), view `all`, mean over "
+                  f"{', '.join(result['held_out'])}. One ensemble on the test networks: not used to choose the rule, "
+                  "and no claim — the validation table above is the evidence.", "",
+                  "| rule | held-out top-1 | held-out top-5 | " + " | ".join(result["held_out"]) + " |",
+                  "|---|---|---|" + "---|" * len(result["held_out"])]
+        for r in ref["rows"]:
+            lines.append(f"| {r['rule']} | {r['top1']:.3f} | {r['top5']:.3f} | "
+                         + " | ".join(f"{r['per_model_top1'].get(m, float('nan')):.3f}" for m in result["held_out"]) + " |")
+        lines.append("")
     return "\n".join(lines)
 
 
