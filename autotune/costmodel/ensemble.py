@@ -18,12 +18,15 @@ A kind may repeat (``members=["seq-lstm"] * 3``, the registered ``seq-lstm-x3``)
 ensemble in the sense of Lakshminarayanan et al. 2017. The ``n`` copies of a kind in an ensemble fitted with
 seed ``s`` get seeds ``s*n .. s*n + n-1`` (a kind that appears once keeps ``s``, as above), so ensembles of
 different seeds share no member. Torch fits vary a lot with the seed (seq-lstm's held-out top-1 ranged
-0.37-0.63 over three seeds on the main set), and averaging seeds is the standard cure.
+0.37-0.63 over three seeds on the main set); averaging seeds cut that spread to a quarter on the Rocket Lake
+set without raising the mean (``experiments/costmodel/results/cpu-rocketlake-2c/comparison.md``).
 
 ``risk`` > 0 makes the score a lower confidence bound, mean - risk x spread: a program ranks high only
 when the members agree it is fast. Held-out top-1 is lost mostly to a few picks several times slower than
 the task's best (``results/top1_analysis.md``), the picks one member overrates; averaging keeps them near
-the top, the bound pushes them down. The spread returned is the members' disagreement either way.
+the top, the bound pushes them down. The spread returned is the members' disagreement either way. Chosen on
+validation networks it did not pay (``experiments/costmodel/risk_select.py``, results/cpu-rocketlake-2c/
+risk_select.md: the mean was best), so no registered kind sets it.
 
 Fine-tuning (the search's online update) fine-tunes every member that can be fine-tuned, on the same
 data, and keeps the scales.
