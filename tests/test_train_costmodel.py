@@ -404,9 +404,11 @@ def test_data_curve_reading_hand_computed(tmp_path):
     from autotune.costmodel.train import data_curve_reading, markdown_table
 
     curve = {"dataset_manifest_sha256": "abc", "quick": False, "missing": [],
-             "slope_per_doubling": {"ms-xgb": {"all_top1": 0.05}, "xgb": {"all_top1": -0.01}},
+             "slope_per_doubling": {"ms-xgb": {"all_top1": 0.05}, "xgb": {"all_top1": -0.01},
+                                    "xgb-reg": {"all_top1": 0.01}},
              "rows": [{"kind": "ms-xgb", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.55}},
-                      {"kind": "xgb", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.40}}]}
+                      {"kind": "xgb", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.40}},
+                      {"kind": "xgb-reg", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.40}}]}
     (tmp_path / "data_curve.json").write_text(json.dumps(curve))
     got = data_curve_reading(str(tmp_path), "abc")
     assert got["kinds"]["ms-xgb"]["programs_per_task_for_target"] == pytest.approx(480.0)
@@ -421,6 +423,9 @@ def test_data_curve_reading_hand_computed(tmp_path):
     assert "- ms-xgb: top-1 0.550 at 30.0 programs per task, +0.050 per doubling; at that slope top-1 0.75 " \
            "would need ~480 programs per task (16.0x today's) — an extrapolation" in md
     assert "- xgb: top-1 0.400 at 30.0 programs per task, -0.010 per doubling; no gain per doubling" in md
+    # +0.01 per doubling from 0.40: 35 doublings (2^35 x today's) — past the readable range, said so, no number
+    assert "- xgb-reg: top-1 0.400 at 30.0 programs per task, +0.010 per doubling; at that slope top-1 0.75 would " \
+           "need more than 64x today's programs per task — too far past the measured caps" in md
 
 
 def test_results_folder_per_hardware(tmp_path):

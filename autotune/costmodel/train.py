@@ -44,6 +44,9 @@ RESULTS_ROOT = os.path.join("experiments", "costmodel", "results")
 # The shipped main dataset's hardware (datasets/cpu-znver3-2c): its comparison is RESULTS_ROOT itself; another
 # hardware's goes to RESULTS_ROOT/<hardware id>/ so that training on it never overwrites the main table
 MAIN_HARDWARE = "cpu-znver3-2c"
+# the data-curve reading names the programs per task a slope would need only up to this factor of today's
+# (six doublings past the data; a flat slope "needs" millions, which is no reading)
+MAX_CURVE_FACTOR = 64
 FORMAT = 2  # comparison.json layout: rows with seeds, views and over_seeds per view; paired; done_when
 # issue 12's done-when targets (held-out, view "all", mean over seeds; throughput on this CPU)
 TARGETS = {"seq_top1": 0.75, "seq_over_ms_xgb": 0.08, "seq_top5": 0.92, "seq_programs_per_s": 20_000,
@@ -536,7 +539,10 @@ def markdown_table(result: dict) -> str:
                   + (f"; {curve['missing']} fits still missing" if curve["missing"] else "") + "):", ""]
         for kind, k in curve["kinds"].items():
             need = k["programs_per_task_for_target"]
-            reach = (f"at that slope top-1 {curve['target']} would need ~{need:,.0f} programs per task "
+            reach = (f"at that slope top-1 {curve['target']} would need more than {MAX_CURVE_FACTOR}x today's programs "
+                     "per task — too far past the measured caps to read as a plan"
+                     if need and need / k["programs_per_task"] > MAX_CURVE_FACTOR else
+                     f"at that slope top-1 {curve['target']} would need ~{need:,.0f} programs per task "
                      f"({need / k['programs_per_task']:,.1f}x today's) — an extrapolation, not a measurement"
                      if need else "no gain per doubling to extrapolate from" if k["slope_per_doubling"] <= 0 else
                      "already at the target")

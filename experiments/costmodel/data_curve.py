@@ -238,7 +238,7 @@ def markdown(result: dict) -> str:
     lines = [
         f"# Held-out scores against training programs per task ({result['dataset']})",
         "",
-        f"Command: `python experiments/costmodel/data_curve.py --kinds {','.join(result['kinds'])} --caps "
+        f"Command: `python experiments/costmodel/data_curve.py --dataset {result['dataset']} --kinds {','.join(result['kinds'])} --caps "
         f"{','.join(result['caps'])} --seeds {','.join(map(str, result['seeds']))}`"
         + (" `--quick` (small models: a smoke test, not a result)" if result["quick"] else "")
         + f". Training: {result['train_programs']} programs over {result['train_tasks']} tasks, each task capped at "
