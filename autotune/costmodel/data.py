@@ -69,6 +69,49 @@ def load_split(root: str, held_out) -> tuple[TrainingData, list[str], dict[str, 
     return data, train_keys, test_keys
 
 
+@dataclass
+class ValidationSplit:
+    """Training networks set aside as validation networks (``validation_split``): ``fit`` = the other training
+    tasks, ``val`` = the set-aside networks' tasks, ``masks`` = network -> its programs among ``val``."""
+
+    fit: TrainingData
+    fit_tasks: int
+    val: TrainingData
+    masks: dict[str, np.ndarray]
+
+    def __post_init__(self) -> None:
+        self.parts = {m: self.val.subset(mask) for m, mask in self.masks.items()}  # scored many times
+
+    def score(self, z: np.ndarray) -> dict:
+        """TenSet's weighted top-1 / top-5 of scores ``z`` over ``val``: mean over the networks, and per network."""
+        from .evaluate import score_part
+
+        per = {m: score_part(self.parts[m], z[mask], m) for m, mask in self.masks.items()}
+        return {"top1": float(np.mean([v["top1"] for v in per.values()])),
+                "top5": float(np.mean([v["top5"] for v in per.values()])),
+                "per_model_top1": {m: v["top1"] for m, v in per.items()}}
+
+
+def validation_split(data: TrainingData, train_keys: list[str], held_out, val_models) -> ValidationSplit:
+    """Sets ``val_models`` (training models) aside from ``train_keys`` as validation networks, the way the
+    experiments choose a committee or a rule without the held-out models (``experiments/costmodel/
+    ensemble_select.py``, ``risk_select.py``). A held-out or unknown model is a ``UserError`` naming
+    ``--validation-models``."""
+    from autotune.data.splits import split_by_model
+    from autotune.errors import UserError
+
+    overlap = set(val_models) & set(held_out)
+    if overlap:
+        raise UserError(f"--validation-models: {sorted(overlap)} are held-out models; pick training models")
+    try:
+        fit_keys, val_by_model = split_by_model({k: data.tasks[k] for k in train_keys}, val_models)
+    except ValueError as err:
+        raise UserError(f"--validation-models: {err}") from None
+    val = data.select_tasks(sorted(set().union(*val_by_model.values())))
+    masks = {m: np.isin(val.groups, [data.task_keys.index(k) for k in keys]) for m, keys in val_by_model.items()}
+    return ValidationSplit(data.select_tasks(fit_keys), len(fit_keys), val, masks)
+
+
 def merge_duplicates(keys: list[str], traces: list[str], latency: np.ndarray, ok: np.ndarray,
                      sampler: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One row per program: valid rows of the same task and trace (a schedule measured more than once)

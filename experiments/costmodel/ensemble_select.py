@@ -96,30 +96,18 @@ def _main(args) -> int:
     import logging
 
     from autotune.costmodel import create_seeded
-    from autotune.costmodel.data import load_split
+    from autotune.costmodel.data import load_split, validation_split
     from autotune.costmodel.ensemble import within_task_scale
-    from autotune.costmodel.evaluate import score_part
     from autotune.costmodel.metrics import task_mean_top_k
     from autotune.costmodel.train import hparams_for
-    from autotune.data.splits import HELD_OUT_MODELS, split_by_model
+    from autotune.data.splits import HELD_OUT_MODELS
 
     log = logging.getLogger("autotune.experiments.ensemble_select")
     held_out = comma_list(args.held_out) if args.held_out else list(HELD_OUT_MODELS)
     data, train_keys, _ = load_split(args.dataset, held_out)
-    overlap = set(val_models) & set(held_out)
-    if overlap:
-        raise UserError(f"--validation-models: {sorted(overlap)} are held-out models; pick training models")
-    train_tasks = {k: data.tasks[k] for k in train_keys}
-    try:
-        fit_keys, val_by_model = split_by_model(train_tasks, val_models)
-    except ValueError as err:
-        raise UserError(f"--validation-models: {err}") from None
-    fit = data.select_tasks(fit_keys)
-    val_keys = sorted(set().union(*val_by_model.values()))
-    val = data.select_tasks(val_keys)
-    masks = {m: np.isin(val.groups, [data.task_keys.index(k) for k in keys]) for m, keys in val_by_model.items()}
-    parts = {m: val.subset(mask) for m, mask in masks.items()}
-    log.info("fit: %d programs / %d tasks; validation: %s", len(fit), len(fit_keys),
+    split = validation_split(data, train_keys, held_out, val_models)
+    fit, val, masks = split.fit, split.val, split.masks
+    log.info("fit: %d programs / %d tasks; validation: %s", len(fit), split.fit_tasks,
              {m: int(mask.sum()) for m, mask in masks.items()})
     os.makedirs(args.cache, exist_ok=True)
 
@@ -152,11 +140,7 @@ def _main(args) -> int:
 
     def score(combo, seed) -> dict:
         z = sum((preds[(k, seed)][0] - preds[(k, seed)][1][0]) / preds[(k, seed)][1][1] for k in combo) / len(combo)
-        per = {m: score_part(parts[m], z[mask], m) for m, mask in masks.items()}
-        return {"task_top1": task_mean_top_k(val.latency, z, val.groups, 1),
-                "top1": float(np.mean([v["top1"] for v in per.values()])),
-                "top5": float(np.mean([v["top5"] for v in per.values()])),
-                "per_model_top1": {m: v["top1"] for m, v in per.items()}}
+        return {"task_top1": task_mean_top_k(val.latency, z, val.groups, 1), **split.score(z)}
 
     def sd(values):
         return float(np.std(values, ddof=1)) if len(values) > 1 else None
@@ -183,7 +167,7 @@ def _main(args) -> int:
     best = eligible[0]
     result = {"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "candidates": have,
               "missing": [k for k in kinds if k not in have], "seeds": seeds, "validation_models": val_models,
-              "fit_programs": len(fit), "fit_tasks": len(fit_keys),
+              "fit_programs": len(fit), "fit_tasks": split.fit_tasks,
               "validation_programs": {m: int(mask.sum()) for m, mask in masks.items()},
               "fit_seconds": {f"{k}-s{s}": v[2] for (k, s), v in preds.items()},
               "rows": rows, "best": best["members"], "max_model_mb": args.max_model_mb,

@@ -83,11 +83,10 @@ def main(argv=None) -> int:
 
 def _main(args) -> int:
     from autotune.costmodel import REGISTRY, create_seeded, model_class
-    from autotune.costmodel.data import load_split
+    from autotune.costmodel.data import load_split, validation_split
     from autotune.costmodel.ensemble import EnsembleCostModel, within_task_scale
-    from autotune.costmodel.evaluate import score_part
     from autotune.costmodel.train import params_for, resolve_results
-    from autotune.data.splits import HELD_OUT_MODELS, split_by_model
+    from autotune.data.splits import HELD_OUT_MODELS
 
     if args.kind not in REGISTRY or args.kind == "random" or issubclass(model_class(args.kind), EnsembleCostModel):
         raise UserError(f"--kind: {args.kind!r} is not a single seeded model; valid: "
@@ -103,20 +102,11 @@ def _main(args) -> int:
     held_out = comma_list(args.held_out) if args.held_out else list(HELD_OUT_MODELS)
     val_models = comma_list(args.validation_models)
     data, train_keys, test_keys = load_split(args.dataset, held_out)
-    if set(val_models) & set(held_out):
-        raise UserError(f"--validation-models: {sorted(set(val_models) & set(held_out))} are held-out models; "
-                        "pick training models")
-    try:
-        fit_keys, val_by_model = split_by_model({k: data.tasks[k] for k in train_keys}, val_models)
-    except ValueError as err:
-        raise UserError(f"--validation-models: {err}") from None
+    split = validation_split(data, train_keys, held_out, val_models)
     out = args.out or resolve_results(None, data.manifest["hardware"]["hardware_id"])
     cache = args.cache or os.path.join(out, "risk_select")
-    fit = data.select_tasks(fit_keys)
-    val = data.select_tasks(sorted(set().union(*val_by_model.values())))
-    masks = {m: np.isin(val.groups, [data.task_keys.index(k) for k in keys]) for m, keys in val_by_model.items()}
-    parts = {m: val.subset(mask) for m, mask in masks.items()}
-    log.info("fit: %d programs / %d tasks; validation: %s", len(fit), len(fit_keys),
+    fit, val, masks = split.fit, split.val, split.masks
+    log.info("fit: %d programs / %d tasks; validation: %s", len(fit), split.fit_tasks,
              {m: int(mask.sum()) for m, mask in masks.items()})
     os.makedirs(cache, exist_ok=True)
     params = params_for(args.kind, args.quick)
@@ -143,12 +133,6 @@ def _main(args) -> int:
     if len(have) < args.members:
         raise UserError(f"--summarize-only: the cache {cache} holds {len(have)} fit(s); need {args.members}")
 
-    def score(z: np.ndarray) -> dict:
-        per = {m: score_part(parts[m], z[mask], m) for m, mask in masks.items()}
-        return {"top1": float(np.mean([v["top1"] for v in per.values()])),
-                "top5": float(np.mean([v["top5"] for v in per.values()])),
-                "per_model_top1": {m: v["top1"] for m, v in per.items()}}
-
     groups = list(itertools.combinations(have, args.members))
     rows = []
     for name, rule in rules().items():
@@ -156,10 +140,10 @@ def _main(args) -> int:
         for group in groups:
             stack = np.stack([fits[s][0] for s in group])
             if rule is None:  # the members alone, averaged: what one seed gives
-                alone = [score(z) for z in stack]
+                alone = [split.score(z) for z in stack]
                 runs.append({k: float(np.mean([a[k] for a in alone])) for k in ("top1", "top5")})
             else:
-                runs.append(score(rule(stack)))
+                runs.append(split.score(rule(stack)))
         rows.append({"rule": name, "runs": runs, "groups": [list(g) for g in groups],
                      **{k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5")},
                      "top1_sd": float(np.std([r["top1"] for r in runs], ddof=1)) if len(runs) > 1 else None})
@@ -170,7 +154,7 @@ def _main(args) -> int:
     risk = RISKS[[f"mean - {k:g} sd" if k else "mean" for k in RISKS].index(best["rule"])]
     result = {"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "kind": args.kind,
               "members": args.members, "seeds": have, "validation_models": val_models, "held_out": held_out,
-              "fit_programs": len(fit), "fit_tasks": len(fit_keys),
+              "fit_programs": len(fit), "fit_tasks": split.fit_tasks,
               "validation_programs": {m: int(mask.sum()) for m, mask in masks.items()},
               "fit_seconds": {str(s): fits[s][1] for s in have}, "rows": rows, "objective": OBJECTIVE,
               "best_rule": best["rule"], "best_risk": risk, "quick": args.quick, "held_out_reference": reference,
