@@ -52,13 +52,28 @@ RISKS = (0.0, 0.5, 1.0, 1.5, 2.0)
 OBJECTIVE = "top1"
 
 
-def rules(risks=RISKS) -> dict:
-    """rule name -> f(scaled member scores [members, programs]) -> score."""
-    out = {f"mean - {k:g} sd" if k else "mean": (lambda m, k=k: m.mean(0) - k * m.std(0)) for k in risks}
-    out["min"] = lambda m: m.min(0)
-    out["median"] = lambda m: np.median(m, 0)
-    out["single member (mean over members)"] = None  # scored per member below
+def risk_rule(k: float) -> str:
+    return f"mean - {k:g} sd" if k else "mean"
+
+
+RISK_RULES = {risk_rule(k): k for k in RISKS}  # the rules the choice is made among -> their risk
+
+
+def rules() -> dict:
+    """rule name -> f(scaled member scores [members, programs]) -> the score vectors it is judged by (their
+    scores averaged): one for a combination, one per member for the members alone (what one seed gives)."""
+    out = {name: (lambda m, k=k: [m.mean(0) - k * m.std(0)]) for name, k in RISK_RULES.items()}
+    out["min"] = lambda m: [m.min(0)]
+    out["median"] = lambda m: [np.median(m, 0)]
+    out["single member (mean over members)"] = lambda m: list(m)
     return out
+
+
+def mean_scores(scores: list[dict]) -> dict:
+    """The average of ``ValidationSplit.score`` / ``evaluate`` results, per metric and per network."""
+    return {"top1": float(np.mean([x["top1"] for x in scores])), "top5": float(np.mean([x["top5"] for x in scores])),
+            "per_model_top1": {m: float(np.mean([x["per_model_top1"][m] for x in scores]))
+                               for m in scores[0]["per_model_top1"]}}
 
 
 def main(argv=None) -> int:
@@ -138,20 +153,14 @@ def _main(args) -> int:
     for name, rule in rules().items():
         runs = []
         for group in groups:
-            stack = np.stack([fits[s][0] for s in group])
-            if rule is None:  # the members alone, averaged: what one seed gives
-                alone = [split.score(z) for z in stack]
-                runs.append({k: float(np.mean([a[k] for a in alone])) for k in ("top1", "top5")})
-            else:
-                runs.append(split.score(rule(stack)))
+            runs.append(mean_scores([split.score(z) for z in rule(np.stack([fits[s][0] for s in group]))]))
         rows.append({"rule": name, "runs": runs, "groups": [list(g) for g in groups],
                      **{k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5")},
                      "top1_sd": float(np.std([r["top1"] for r in runs], ddof=1)) if len(runs) > 1 else None})
     reference = held_out_reference(args.saved_ensemble, args.kind, data, test_keys) if args.saved_ensemble else None
-    choosable = [r for r in rows if r["rule"].startswith("mean")]
-    best = max(choosable, key=lambda r: (round(r[OBJECTIVE], 6), -RISKS[[f"mean - {k:g} sd" if k else "mean"
-                                                                        for k in RISKS].index(r["rule"])]))
-    risk = RISKS[[f"mean - {k:g} sd" if k else "mean" for k in RISKS].index(best["rule"])]
+    best = max((r for r in rows if r["rule"] in RISK_RULES),
+               key=lambda r: (round(r[OBJECTIVE], 6), -RISK_RULES[r["rule"]]))
+    risk = RISK_RULES[best["rule"]]
     result = {"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "kind": args.kind,
               "members": args.members, "seeds": have, "validation_models": val_models, "held_out": held_out,
               "fit_programs": len(fit), "fit_tasks": split.fit_tasks,
@@ -187,13 +196,16 @@ def held_out_reference(path: str, kind: str, data, test_keys: dict[str, list[str
         def predict(self, batch):
             return self.f(model.member_scores(batch))
 
+    def scores(f) -> dict:
+        got = evaluate(Rule(f), data, test_keys, views=("all",))["views"]["all"]
+        return {"top1": got["mean"]["top1"], "top5": got["mean"]["top5"],
+                "per_model_top1": {m: got[m]["top1"] for m in held_out if m in got}}
+
     rows = []
     for name, rule in rules().items():
-        fs = [lambda m, i=i: m[i] for i in range(len(model.members))] if rule is None else [rule]
-        runs = [evaluate(Rule(f), data, test_keys, views=("all",))["views"]["all"] for f in fs]
-        rows.append({"rule": name, **{k: float(np.mean([r["mean"][k] for r in runs])) for k in ("top1", "top5")},
-                     "per_model_top1": {m: float(np.mean([r[m]["top1"] for r in runs])) for m in held_out
-                                        if all(m in r for r in runs)}})
+        vectors = len(rule(np.zeros((len(model.members), 1))))  # how many score vectors the rule gives
+        runs = [scores(lambda m, i=i, rule=rule: rule(m)[i]) for i in range(vectors)]
+        rows.append({"rule": name, **mean_scores(runs)})
     return {"path": os.path.relpath(os.path.abspath(path), ROOT), "member_seeds": model.member_seeds(), "rows": rows}
 
 
