@@ -59,3 +59,7 @@ def test_over_seeds_and_paired():
     assert p["mean_diff"] == pytest.approx(0.5 / 3) and p["wins"] == 3
     assert p["clear"] is True  # diffs 0.1, 0.2, 0.2: mean 0.167 > sd 0.058
     assert paired([0.6, 0.5], [0.5, 0.6])["clear"] is False
+    # two deterministic models: the same difference on every seed is no evidence of a margin over seed spread
+    same = paired([0.7, 0.7, 0.7], [0.1, 0.1, 0.1])
+    assert same["clear"] is False and same["no_spread"] is True and same["mean_diff"] == pytest.approx(0.6)
+    assert p["no_spread"] is False

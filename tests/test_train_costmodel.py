@@ -52,7 +52,7 @@ def test_train_costmodel_quick(cli, tmp_path):
         ra, rb = rows[p["a"]]["metrics"]["over_seeds"]["all"], rows[p["b"]]["metrics"]["over_seeds"]["all"]
         assert cell["n"] == 3 and cell["seeds"] == [0, 1, 2]
         assert cell["mean_diff"] == pytest.approx(ra["mean"]["top1"] - rb["mean"]["top1"])
-        assert cell["clear"] == (abs(cell["mean_diff"]) > cell["sd_diff"])
+        assert cell["clear"] == (abs(cell["mean_diff"]) > cell["sd_diff"] > 1e-12)
     # done-when: computed from the rows (seq is the only sequence model here)
     top1 = next(d for d in comparison["done_when"] if "mean top-1" in d["target"])
     assert top1["value"] == pytest.approx(rows["seq"]["metrics"]["over_seeds"]["all"]["mean"]["top1"])

@@ -96,12 +96,18 @@ def over_seeds(runs: list[dict]) -> dict:
     return out
 
 
+NO_SPREAD = 1e-12  # an sd this small is rounding of equal differences, not seed spread
+
+
 def paired(a: list[float], b: list[float]) -> dict:
     """Paired comparison over seeds of two models' scores (same seeds, same split): mean difference a - b,
-    its sd (None for one pair), and whether the difference is larger than its seed spread (|mean| > sd)."""
+    its sd (None for one pair), and whether the difference is larger than its seed spread (|mean| > sd).
+    Two deterministic models (or one scored on a single seed) differ by the same amount on every seed: sd 0
+    says nothing about how the difference would vary, so it is not called clear (``no_spread`` marks it)."""
     d = np.asarray(a, float) - np.asarray(b, float)
     if len(d) == 0:
         return {"n": 0}
     sd = float(np.std(d, ddof=1)) if len(d) > 1 else None
     return {"n": int(len(d)), "mean_diff": float(d.mean()), "sd_diff": sd,
-            "wins": int((d > 0).sum()), "clear": bool(len(d) > 1 and abs(d.mean()) > sd)}
+            "wins": int((d > 0).sum()), "clear": bool(len(d) > 1 and sd > NO_SPREAD and abs(d.mean()) > sd),
+            "no_spread": bool(len(d) > 1 and sd <= NO_SPREAD)}

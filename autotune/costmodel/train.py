@@ -465,7 +465,8 @@ def _diff_cell(p: dict | None) -> str:
     if not p or not p.get("n"):
         return "-"
     sd = "-" if p["sd_diff"] is None else f"{p['sd_diff']:.3f}"
-    return f"{p['mean_diff']:+.3f} ± {sd} ({p['wins']}/{p['n']}){' **clear**' if p['clear'] else ''}"
+    mark = " **clear**" if p["clear"] else " (no seed spread)" if p.get("no_spread") else ""
+    return f"{p['mean_diff']:+.3f} ± {sd} ({p['wins']}/{p['n']}){mark}"
 
 
 def _value(v, unit: str) -> str:
@@ -501,7 +502,8 @@ def markdown_table(result: dict) -> str:
                                         _pm(over.get("unseen"), "top5"), f"{r['predict_programs_per_s']:.0f}",
                                         f"{r['fit_seconds']:.0f}"]) + " |")
     lines += ["", "## Paired comparison over the same seeds (a − b)", "",
-              "Cell: mean difference ± its sd over seeds (seeds where a beat b / seeds); **clear** when |mean| > sd. "
+              "Cell: mean difference ± its sd over seeds (seeds where a beat b / seeds); **clear** when |mean| > sd > 0 "
+              "(two models that do not vary with the seed have no spread to compare with: marked *no seed spread*). "
               "A model without a seed pairs its one score with each of the other's seeds.", ""]
     head = ["a − b", "top-1 all", "top-1 search", "top-1 unseen", "top-5 all", "pairwise all"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
