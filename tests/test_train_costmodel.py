@@ -329,6 +329,16 @@ def test_risk_select_script(tmp_path):
     stamps = {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)}
     assert run(*args, "--summarize-only").returncode == 0
     assert {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)} == stamps  # nothing refitted
+    # the cache is keyed by the fit's settings and data: a fit made otherwise (its key differs) is fitted again
+    with np.load(cache / "xgb-reg-s0.npz") as z0:
+        kept = {k: z0[k] for k in z0.files}
+    assert str(kept["key"]) == data_split_key(data, train_keys, "xgb-reg", 0)
+    np.savez(cache / "xgb-reg-s0.npz", **{**kept, "key": np.asarray("other-settings")})
+    stamps = {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)}
+    assert run(*args).returncode == 0
+    now = {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)}
+    assert now["xgb-reg-s0.npz"] != stamps["xgb-reg-s0.npz"] and all(now[f] == stamps[f] for f in now if "s0" not in f)
+    assert str(np.load(cache / "xgb-reg-s0.npz")["key"]) == str(kept["key"])
     # a saved seed ensemble: the rules applied to its members on the held-out model, for reference
     from autotune.costmodel import create
 
@@ -345,6 +355,27 @@ def test_risk_select_script(tmp_path):
                           (["--members", "4"], "--members"), (["--saved-ensemble", str(cache)], "--saved-ensemble")):
         res = run(*args, *bad)
         assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+def data_split_key(data, train_keys, kind, seed, val_models=("tiny_mlp",), **params):
+    from autotune.costmodel.data import validation_split
+    from autotune.costmodel.train import params_for
+
+    return validation_split(data, train_keys, ["tiny"], list(val_models)).fit_key(kind, params or params_for(kind), seed)
+
+
+def test_validation_fit_key_names_what_a_fit_depends_on():
+    """ValidationSplit.fit_key: equal for the same kind, settings, seed, data and split; different when any differs."""
+    from autotune.costmodel.data import load_split
+
+    data, train_keys, _ = load_split(TEST_DATASET, ["tiny"])
+    key = data_split_key(data, train_keys, "xgb-reg", 0)
+    assert key == data_split_key(data, train_keys, "xgb-reg", 0)
+    others = [data_split_key(data, train_keys, "xgb-reg", 1), data_split_key(data, train_keys, "ms-xgb", 0),
+              data_split_key(data, train_keys, "xgb-reg", 0, n_estimators=7)]
+    data.manifest = {**data.manifest, "updated": "later"}  # a grown dataset: another manifest
+    others.append(data_split_key(data, train_keys, "xgb-reg", 0))
+    assert len({key, *others}) == 5
 
 
 def test_cap_subsample_nested_and_bounded():

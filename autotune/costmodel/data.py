@@ -91,6 +91,17 @@ class ValidationSplit:
                 "top5": float(np.mean([v["top5"] for v in per.values()])),
                 "per_model_top1": {m: v["top1"] for m, v in per.items()}}
 
+    def fit_key(self, kind: str, params: dict, seed: int) -> str:
+        """What one validation fit depends on, as a digest for an experiment's per-fit cache: the kind, its
+        settings, the seed, the dataset (its manifest) and this split (programs and tasks on each side). A
+        cached fit whose key differs (other hyperparameters, a grown dataset) is fitted again."""
+        import hashlib
+        import json
+
+        ident = {"kind": kind, "params": params, "seed": seed, "manifest": self.fit.manifest,
+                 "fit": [len(self.fit), self.fit_tasks], "val": {m: int(k.sum()) for m, k in self.masks.items()}}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
 
 def validation_split(data: TrainingData, train_keys: list[str], held_out, val_models) -> ValidationSplit:
     """Sets ``val_models`` (training models) aside from ``train_keys`` as validation networks, the way the

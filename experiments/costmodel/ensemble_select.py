@@ -11,7 +11,8 @@ the one ``REGISTRY["ensemble"]`` ships; its held-out numbers then come from
 ``make train-costmodel`` like every other row.
 
 Each fit's validation scores and fit-set scale are cached under ``--cache`` (one ``.npz`` per kind and
-seed, no pickles), so a stopped run resumes and the table can be rebuilt without fitting
+seed, no pickles; keyed by the kind's settings, the seed, the dataset's manifest and the split, so
+a fit made with other settings or data is fitted again), so a stopped run resumes and the table can be rebuilt without fitting
 (``--summarize-only``). Writes ``results/ensemble_select.{json,md}``.
 
     python experiments/costmodel/ensemble_select.py --dataset datasets/cpu-znver3-2c --seeds 0,1
@@ -113,18 +114,24 @@ def _main(args) -> int:
 
     def cached(kind: str, seed: int):
         path = os.path.join(args.cache, f"{kind}-s{seed}.npz")
+        params = hparams_for(kind)
+        key = split.fit_key(kind, params, seed)
         if os.path.exists(path):
             with np.load(path, allow_pickle=False) as z:
-                if len(z["val"]) == len(val):
+                if "key" in z and str(z["key"]) == key:
                     return z["val"], tuple(z["norm"]), float(z["fit_s"])
+                if args.summarize_only and len(z["val"]) == len(val):  # no fits wanted: the table as cached
+                    log.warning("%s was made with other settings or data (or before fits were keyed)", path)
+                    return z["val"], tuple(z["norm"]), float(z["fit_s"])
+            log.info("%s: made with other settings or data; fitting again", path)
         if args.summarize_only:
             return None
         t0 = time.time()
-        model = create_seeded(kind, seed, **hparams_for(kind)).fit(fit.batch, fit.y, fit.groups)
+        model = create_seeded(kind, seed, **params).fit(fit.batch, fit.y, fit.groups)
         fit_s = time.time() - t0
         norm = within_task_scale(model.predict(fit.batch), fit.groups)
         pred = model.predict(val.batch)
-        np.savez(path, val=pred, norm=np.asarray(norm), fit_s=np.asarray(fit_s))
+        np.savez(path, val=pred, norm=np.asarray(norm), fit_s=np.asarray(fit_s), key=np.asarray(key))
         log.info("%s seed %d: fit %.0f s", kind, seed, fit_s)
         return pred, norm, fit_s
 

@@ -15,7 +15,8 @@ With ``--saved-ensemble PATH`` (a saved seed ensemble, e.g. the first seed ``mak
 rules are also applied to its members on the held-out models, for reference only: one ensemble, never used to
 choose (this is how the question arose: see the table's last section).
 
-Each fit's validation scores and fit-set scale are cached under ``--cache`` (``.npz``, no pickles), so a stopped
+Each fit's validation scores and fit-set scale are cached under ``--cache`` (``.npz``, no pickles; keyed by the
+kind's settings, the seed, the dataset's manifest and the split: anything else is fitted again), so a stopped
 run resumes and ``--summarize-only`` rebuilds the table. Writes ``<out>/risk_select.{json,md}`` (``results/`` for
 the main dataset's hardware, ``results/<hardware id>/`` for another).
 
@@ -128,10 +129,15 @@ def _main(args) -> int:
 
     def scaled(seed: int):
         path = os.path.join(cache, f"{args.kind}{'-quick' if args.quick else ''}-s{seed}.npz")
+        key = split.fit_key(args.kind, params, seed)
         if os.path.exists(path):
             with np.load(path, allow_pickle=False) as z:
-                if len(z["val"]) == len(val) and int(z["fit_programs"]) == len(fit):
+                if "key" in z and str(z["key"]) == key:
                     return z["val"], float(z["fit_s"])
+                if args.summarize_only and len(z["val"]) == len(val):  # no fits wanted: the table as cached
+                    log.warning("%s was made with other settings or data (or before fits were keyed)", path)
+                    return z["val"], float(z["fit_s"])
+            log.info("%s: made with other settings or data; fitting again", path)
         if args.summarize_only:
             return None
         t0 = time.time()
@@ -139,7 +145,7 @@ def _main(args) -> int:
         fit_s = time.time() - t0
         mu, sd = within_task_scale(model.predict(fit.batch), fit.groups)
         z = (model.predict(val.batch) - mu) / sd
-        np.savez(path, val=z, fit_s=np.asarray(fit_s), fit_programs=np.asarray(len(fit)))
+        np.savez(path, val=z, fit_s=np.asarray(fit_s), key=np.asarray(key))
         log.info("%s seed %d: fit %.0f s", args.kind, seed, fit_s)
         return z, fit_s
 
