@@ -26,6 +26,7 @@ from autotune.tvmrt.measure import Measurer  # noqa: E402
 from autotune.tvmrt.target import detect_host, hardware_id, target_json  # noqa: E402
 
 logger = logging.getLogger("autotune.collect")
+TOP_UPS = 2  # extra searches of one visit when a search ends short of the visit's goal
 
 
 def hardware_fingerprint(target, rpc_key: str | None = None) -> dict:
@@ -181,12 +182,23 @@ class Collector:
             return on_measured
 
         for sampler, kind, max_trials in phases:
-            if max_trials <= have + measured:
-                continue
-            tune([task], self.target, database, self.measurer, work_dir=self.root, max_trials=max_trials,
-                 cost_model=Resolved.given(cost_model, "MetaSchedule XGBModel (collection)"), search=SearchConfig(kind=kind, num_trials_per_iter=16,
-                                                            population_size=128, init_min_unmeasured=32),
-                 seed=self.seed + have, on_measured=sink(sampler), task_loggers=[self._search_logger])
+            # MetaSchedule's search counts every candidate it proposed against its trial budget, copies of a
+            # program already measured included, so one search can end a program or two short: search again
+            # (another seed) while that adds programs
+            for attempt in range(1 + TOP_UPS):
+                if max_trials <= have + measured:
+                    break
+                before = measured
+                tune([task], self.target, database, self.measurer, work_dir=self.root, max_trials=max_trials,
+                     cost_model=Resolved.given(cost_model, "MetaSchedule XGBModel (collection)"),
+                     search=SearchConfig(kind=kind, num_trials_per_iter=16, population_size=128,
+                                         init_min_unmeasured=32),
+                     seed=self.seed + have + attempt * 1_000_003, on_measured=sink(sampler),
+                     task_loggers=[self._search_logger])
+                if measured == before:
+                    break
+                if attempt and max_trials > have + measured:
+                    logger.debug("%s: still %d short after top-up %d", info["name"], max_trials - have - measured, attempt)
         return measured
 
     def _seed_database(self, database, info: dict, mod) -> None:
