@@ -182,9 +182,9 @@ class Collector:
             return on_measured
 
         for sampler, kind, max_trials in phases:
-            # MetaSchedule's search counts every candidate it proposed against its trial budget, copies of a
-            # program already measured included, so one search can end a program or two short: search again
-            # (another seed) while that adds programs
+            # MetaSchedule's search counts every candidate it proposed against its trial budget, copies of
+            # programs measured before included; the tuner gives it room (tuner.PROPOSAL_SLACK), and where even
+            # that runs out a search ends short of the goal: search again (another seed) while that adds programs
             for attempt in range(1 + TOP_UPS):
                 if max_trials <= have + measured:
                     break
