@@ -200,6 +200,7 @@ print(json.dumps(calls))
 """
 
 
+@pytest.mark.slow  # ~20 s per case on the Zen 3 machine: with the slow suite
 @pytest.mark.parametrize("top_ups, rows, searches", [(2, 6, 2), (0, 4, 1)])
 def test_a_search_that_ends_short_is_searched_again(tmp_path, top_ups, rows, searches):
     """A visit's search that ends short of the goal (the Zen 3 set's run to 64 on 2026-12-06: 282 of 285

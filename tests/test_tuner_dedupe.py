@@ -46,6 +46,7 @@ def test_same_program_twice_in_a_batch_is_measured_once():
     assert [float(x) for x in results[3].run_secs] == [2e-6]  # measured by an earlier run: stored time
 
 
+@pytest.mark.slow  # ~20 s per case on the Zen 3 machine: with the slow suite
 @pytest.mark.parametrize("slack, new", [(2, 8), (1, 0)])
 def test_search_resumed_over_its_own_programs_still_fills_the_budget(tmp_path, monkeypatch, slack, new):
     """MetaSchedule's search counts every program it is told about against its trial budget and remembers only
