@@ -3,6 +3,8 @@ come from the dataset's cache, which ``python -m autotune.collection.features`` 
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,6 +13,8 @@ from autotune.data.feature_cache import read_features
 from autotune.data.store import mean_latency, read_manifest, read_records, read_tasks, task_weight
 
 from .inputs import ProgramBatch, normalized_throughput
+
+logger = logging.getLogger("autotune.costmodel.data")
 
 
 @dataclass
@@ -101,6 +105,22 @@ class ValidationSplit:
         ident = {"kind": kind, "params": params, "seed": seed, "manifest": self.fit.manifest,
                  "fit": [len(self.fit), self.fit_tasks], "val": {m: int(k.sum()) for m, k in self.masks.items()}}
         return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def cached_fit(self, path: str, key: str, summarize_only: bool = False) -> dict | None:
+        """An experiment's cached validation fit (``.npz`` at ``path``, saved with its ``fit_key`` as ``key``) as
+        name -> array, or None when it is to be fitted (again): missing, or made with another key. With
+        ``summarize_only`` (no fits wanted) a fit of another key is taken if it scores this ``val``, with a warning."""
+        if not os.path.exists(path):
+            return None
+        with np.load(path, allow_pickle=False) as z:
+            got = {name: z[name] for name in z.files}
+        if "key" in got and str(got["key"]) == key:
+            return got
+        if summarize_only and len(got["val"]) == len(self.val):
+            logger.warning("%s was made with other settings or data (or before fits were keyed)", path)
+            return got
+        logger.info("%s: made with other settings or data%s", path, "" if summarize_only else "; fitting again")
+        return None
 
 
 def validation_split(data: TrainingData, train_keys: list[str], held_out, val_models) -> ValidationSplit:

@@ -108,6 +108,6 @@ def paired(a: list[float], b: list[float]) -> dict:
     if len(d) == 0:
         return {"n": 0}
     sd = float(np.std(d, ddof=1)) if len(d) > 1 else None
-    return {"n": int(len(d)), "mean_diff": float(d.mean()), "sd_diff": sd,
-            "wins": int((d > 0).sum()), "clear": bool(len(d) > 1 and sd > NO_SPREAD and abs(d.mean()) > sd),
-            "no_spread": bool(len(d) > 1 and sd <= NO_SPREAD)}
+    no_spread = sd is not None and sd <= NO_SPREAD
+    return {"n": int(len(d)), "mean_diff": float(d.mean()), "sd_diff": sd, "wins": int((d > 0).sum()),
+            "clear": bool(sd is not None and not no_spread and abs(d.mean()) > sd), "no_spread": no_spread}

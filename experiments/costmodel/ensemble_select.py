@@ -116,14 +116,9 @@ def _main(args) -> int:
         path = os.path.join(args.cache, f"{kind}-s{seed}.npz")
         params = hparams_for(kind)
         key = split.fit_key(kind, params, seed)
-        if os.path.exists(path):
-            with np.load(path, allow_pickle=False) as z:
-                if "key" in z and str(z["key"]) == key:
-                    return z["val"], tuple(z["norm"]), float(z["fit_s"])
-                if args.summarize_only and len(z["val"]) == len(val):  # no fits wanted: the table as cached
-                    log.warning("%s was made with other settings or data (or before fits were keyed)", path)
-                    return z["val"], tuple(z["norm"]), float(z["fit_s"])
-            log.info("%s: made with other settings or data; fitting again", path)
+        z = split.cached_fit(path, key, args.summarize_only)
+        if z is not None:
+            return z["val"], tuple(z["norm"]), float(z["fit_s"])
         if args.summarize_only:
             return None
         t0 = time.time()
