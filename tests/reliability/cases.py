@@ -59,7 +59,9 @@ def make_fixtures(f: str) -> None:
         fh.write("not a dataset\n")
     os.makedirs(os.path.join(f, "empty"), exist_ok=True)
     _dataset(f, "good")
-    _dataset(f, "good_collect")
+    # a machine that is none of ours: the tiny set was measured on one of the machines these tests run on
+    _edit_json(os.path.join(_dataset(f, "good_collect"), "manifest.json"),
+               lambda m: m["hardware"].update(hardware_id="cpu-othermachine-2c"))
     _edit_json(os.path.join(_dataset(f, "schema99"), "manifest.json"), lambda m: m.update(schema_version=99))
     with open(os.path.join(_dataset(f, "manifest_garbage"), "manifest.json"), "w") as fh:
         fh.write("{not json")
