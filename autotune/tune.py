@@ -158,10 +158,28 @@ def main(argv: list[str] | None = None) -> int:
     return run_main(lambda: _main(config_from_args(args)))
 
 
+def _precheck_work_dir(config: TuneConfig) -> None:
+    """The layout flags against an existing work dir, before TVM and the model load (~10 s here): a contradicting
+    flag is refused at once. Anything else about the work dir (another model, a damaged file) is checked later,
+    under its lock, by ``_check_work_dir``."""
+    path = os.path.join(config.work_dir, WORKDIR_META) if config.work_dir else None
+    if not path or not os.path.isfile(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+        kind = old["target"]["kind"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    resolve_layout_rewrite(config.layout_rewrite, kind, bool(old.get("layout_rewrite", False)), config.work_dir)
+    resolve_conv_layout(config.conv_layout, kind, old.get("conv_layout", "nchw"), config.work_dir)
+
+
 def _main(config: TuneConfig) -> int:
     from autotune.frontend.models import check_model_spec
 
     check_model_spec(config.model)
+    _precheck_work_dir(config)
     setup_logging(None, verbose=config.verbose)  # the console, until the work dir (and its log file) is known
     from autotune.tuning.costmodels import resolve
     from autotune.tvmrt.target import parse_target, use_target_threads
