@@ -219,6 +219,7 @@ def test_train_bad_input(cli, tmp_path, args, expected):
     assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow  # ~65 s on Zen 3: an experiment script's check, run with the slow suite
 def test_t2_mixers_script(cli, tmp_path):
     """experiments/costmodel/t2_mixers.py on the tiny dataset: it reads make train-costmodel's rows, trains the
     LSTM and attention arms, measures every arm's throughput, writes the table and plot; a second run reuses

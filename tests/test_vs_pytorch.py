@@ -16,7 +16,7 @@ def test_two_work_dirs_of_one_model_share_the_torch_timings(cli, tmp_path):
     wds = []
     for mode in ("off", "on"):
         wd = str(tmp_path / mode)
-        res = cli("autotune.tune", "--model", "tiny", "--trials", "8", "--work-dir", wd, "--bench-rounds", "1",
+        res = cli("autotune.tune", "--model", "tiny_mlp", "--trials", "8", "--work-dir", wd, "--bench-rounds", "1",
                   "--skip-untuned", "--layout-rewrite", mode)
         assert res.returncode == 0, res.stderr[-3000:]
         wds.append(wd)
@@ -47,7 +47,7 @@ def test_two_work_dirs_of_one_model_share_the_torch_timings(cli, tmp_path):
             "from autotune.tvmrt.startup import fast_start\nfast_start('llvm')\n"
             "import vs_pytorch as vs\nfrom autotune.frontend import relax as fe\n"
             "from autotune.frontend.models import load_model\nfrom autotune.tvmrt.target import parse_target\n"
-            "m = load_model('tiny'); mod = fe.bind_and_simplify(*fe.import_exported(m.exported))\n"
+            "m = load_model('tiny_mlp'); mod = fe.bind_and_simplify(*fe.import_exported(m.exported))\n"
             "rep = json.load(open(sys.argv[1] + '/report.json'))\n"
             "tasks = fe.extract_tasks(fe.convert_conv_layout(mod, rep.get('conv_layout') or 'nchw'), parse_target('llvm'))\n"
             "print(json.dumps({t['name']: t['best_latency_ms'] for t in vs.db_tasks(sys.argv[1], tasks)}))\n")
