@@ -140,6 +140,7 @@ def test_transfer_set_on_another_target_keeps_the_same_tasks(tmp_path, cli):
     assert res.returncode == 2 and "--same-tasks-as" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow  # four collection runs, ~56 s on Zen 3
 def test_task_with_one_schedule_is_recorded_exhausted_and_skipped(tmp_path, cli):
     """`tiny`'s reshape has one schedule: the visit that finds no new program records the task in the
     manifest's exhausted_tasks, and the next run skips it (it used to spend a visit on each such task on
@@ -213,3 +214,61 @@ def test_a_search_that_ends_short_is_searched_again(tmp_path, top_ups, rows, sea
     calls = json.loads(res.stdout.strip().splitlines()[-1])
     assert calls == [6] * searches
     assert read_records(out).num_rows == rows
+
+
+COPIES_SCRIPT = r"""
+import json, sys
+import autotune.collection.collector as col
+from autotune.data.store import DatasetWriter, read_records
+from autotune.tvmrt.target import parse_target
+
+out, step = sys.argv[1], sys.argv[2]
+target = parse_target("llvm")
+fp = col.hardware_fingerprint(target)
+if step == "copies":  # two more rows repeating programs already measured (as rows before ccd6d80 did)
+    t = read_records(out, verify=False).to_pylist()
+    w = DatasetWriter(out, fp)
+    w.append([dict(r, run_secs=[s * 1.01 for s in r["run_secs"]]) for r in t[:2]])
+    w.close()
+    raise SystemExit
+real, seeded = col.tune, []
+
+
+def counting(tasks, target, database, measurer, **kw):
+    seeded.append(len(database.get_all_tuning_records()))
+    return real(tasks, target, database, measurer, **kw)
+
+
+col.tune = counting
+c = col.Collector(out, target, fp)
+try:
+    c.ensure_pool(models=["tiny_mlp"], n_synthetic=0)
+    c.run(programs_per_task=int(step), pass_size=int(step), random_fraction=0.0, max_tasks=1)
+finally:
+    c.close()
+print(json.dumps(seeded))
+"""
+
+
+@pytest.mark.slow  # three short collection runs
+def test_copies_count_once_toward_the_goal_and_seed_the_search_once(tmp_path):
+    """--programs-per-task counts distinct programs: a task with 4 programs and 2 copy rows (6 rows) is not done
+    at 6, its visit's search is seeded with the 4 programs (one record each), and it ends at 6 distinct."""
+    out = str(tmp_path / "ds")
+
+    def step(arg):
+        res = subprocess.run([sys.executable, "-c", COPIES_SCRIPT, out, arg], cwd=ROOT, capture_output=True,
+                             text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        return json.loads(res.stdout.splitlines()[-1]) if arg != "copies" else None
+
+    def programs():
+        t = read_records(out)
+        return t.num_rows, len(set(zip(t.column("task_key").to_pylist(), t.column("trace").to_pylist())))
+
+    assert step("4")[0] == 0 and programs() == (4, 4)
+    step("copies")
+    assert programs() == (6, 4)
+    seeded = step("6")  # counting rows, the task would be done: no search at all
+    assert seeded and seeded[0] == 4, seeded
+    assert programs() == (8, 6)

@@ -85,6 +85,16 @@ class Collector:
             measured.setdefault(key, []).append((trace, secs))
         return measured
 
+    def _programs(self, key: str) -> dict[str, list]:
+        """A task's distinct programs on disk: trace JSON -> run_secs of its first valid row (of its first row
+        where none is valid). Copies (the same trace measured again: rows before ccd6d80, or a search of
+        another sitting re-proposing it) count once toward ``programs_per_task`` and seed the search once."""
+        programs: dict[str, list] = {}
+        for trace, secs in self._measured_rows.get(key, []):
+            if trace not in programs or (not programs[trace] and secs):
+                programs[trace] = secs
+        return programs
+
     def select_tasks(self, max_tasks: int | None = None, only_models=None, only_keys=None) -> list[dict]:
         """The dataset's tasks to visit: filtered by key / model, zoo first, heaviest (FLOPs x weight) first."""
         tasks = list(self.writer.known_tasks().values())
@@ -99,16 +109,18 @@ class Collector:
     def run(self, programs_per_task: int, pass_size: int = 32, random_fraction: float = 0.5,
             max_tasks: int | None = None, only_models=None, deadline: float | None = None,
             only_keys: set[str] | None = None, retry_exhausted: bool = False) -> None:
-        """Visits the tasks pass by pass until each has ``programs_per_task`` rows. A task whose visit
-        found no new program (its design space is used up: a reshape has one schedule) is recorded in the
-        manifest's ``exhausted_tasks`` with its row count and skipped by later runs while that count
-        stands (``retry_exhausted`` visits them again)."""
+        """Visits the tasks pass by pass until each has ``programs_per_task`` distinct programs (rows
+        repeating a program count once). A task whose visit found no new program (its design space is used
+        up: a reshape has one schedule) is recorded in the manifest's ``exhausted_tasks`` with its count and
+        skipped by later runs while that count stands (``retry_exhausted`` visits them again)."""
         tasks = self.select_tasks(max_tasks, only_models, only_keys)
         self._measured_rows = self._load_measured()
-        counts = {key: len(rows) for key, rows in self._measured_rows.items()}
+        counts = {key: len(self._programs(key)) for key in self._measured_rows}
         exhausted = self.writer.manifest.setdefault("exhausted_tasks", {})
+        # entries written before programs were counted hold the task's row count: that stands too
         skip = set() if retry_exhausted else {
-            t["key"] for t in tasks if exhausted.get(t["key"]) == counts.get(t["key"], 0) < programs_per_task}
+            t["key"] for t in tasks if counts.get(t["key"], 0) < programs_per_task
+            and exhausted.get(t["key"]) in (counts.get(t["key"], 0), len(self._measured_rows.get(t["key"], [])))}
         if skip:
             logger.info("skipping %d tasks whose last visit found no new program (their design space is used up; "
                         "--retry-exhausted visits them)", len(skip))
@@ -130,10 +142,11 @@ class Collector:
                     if have >= goal or info["key"] in skip:
                         continue
                     try:
-                        n_new = self._visit(info, have, goal - have, random_fraction)
+                        self._visit(info, have, goal - have, random_fraction)
                     except StopCollection:
                         logger.info("stopped on request after the batch in flight; rerun to resume")
                         return
+                    n_new = len(self._programs(info["key"])) - have  # new programs: the search measures no copy
                     if n_new == 0:
                         exhausted[info["key"]] = have
                         skip.add(info["key"])
@@ -141,7 +154,7 @@ class Collector:
                     else:
                         exhausted.pop(info["key"], None)
                     counts[info["key"]] = have + n_new
-                    done += n_new
+                    done += min(n_new, max(programs_per_task - have, 0))
                     progress.update(done, f"pass {p + 1}/{n_passes}, {len(tasks)} tasks", total=total)
         finally:
             progress.close()
@@ -202,13 +215,14 @@ class Collector:
         return measured
 
     def _seed_database(self, database, info: dict, mod) -> None:
-        """Earlier rows of this task go into the search's database: no re-measuring, warm start."""
-        rows = self._measured_rows.get(info["key"], [])
-        if not rows:
+        """Earlier programs of this task go into the search's database, once each (the tuner counts the
+        database's records toward a visit's trials): no re-measuring, warm start."""
+        programs = self._programs(info["key"])
+        if not programs:
             return
         workload = database.commit_workload(mod)
         target = self.target.export()
-        for trace, secs in rows:
+        for trace, secs in programs.items():
             database.commit_tuning_record(record_from_row(trace, secs, target, info["args_info"], workload))
 
     def close(self) -> None:
