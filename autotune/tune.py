@@ -129,6 +129,15 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
     )
 
 
+def _resolve_layouts(config: TuneConfig, kind: str, old: dict | None, work_dir: str) -> tuple[bool, str]:
+    """Layout rewrite and conv layout of a run in ``work_dir``: as its meta file ``old`` says it was tuned (a
+    contradicting flag is refused), or the flags / the target's defaults on a new work dir (``old`` None)."""
+    rewrite_was = None if old is None else bool(old.get("layout_rewrite", False))
+    layout_was = None if old is None else old.get("conv_layout", "nchw")
+    return (resolve_layout_rewrite(config.layout_rewrite, kind, rewrite_was, work_dir),
+            resolve_conv_layout(config.conv_layout, kind, layout_was, work_dir))
+
+
 def _check_work_dir(work_dir: str, meta: dict, config: TuneConfig, kind: str) -> TuneConfig:
     """Refuse a work dir of another run; returns ``config`` with layout rewrite and conv layout resolved (as the
     work dir was tuned, or the flags / the target's defaults on a new one). Work dirs from before a flag were
@@ -143,11 +152,9 @@ def _check_work_dir(work_dir: str, meta: dict, config: TuneConfig, kind: str) ->
                     f"--work-dir {work_dir} holds a run for {key}={json.dumps(old.get(key))}, not "
                     f"{json.dumps(meta.get(key))}; use another --work-dir (or the same {key})"
                 )
-        rewrite = resolve_layout_rewrite(config.layout_rewrite, kind, bool(old.get("layout_rewrite", False)), work_dir)
-        layout = resolve_conv_layout(config.conv_layout, kind, old.get("conv_layout", "nchw"), work_dir)
+        rewrite, layout = _resolve_layouts(config, kind, old, work_dir)
     else:
-        rewrite = resolve_layout_rewrite(config.layout_rewrite, kind, None, work_dir)
-        layout = resolve_conv_layout(config.conv_layout, kind, None, work_dir)
+        rewrite, layout = _resolve_layouts(config, kind, None, work_dir)
         os.makedirs(work_dir, exist_ok=True)
         write_json(path, meta | {"layout_rewrite": rewrite, "conv_layout": layout})
     return dataclasses.replace(config, layout_rewrite="on" if rewrite else "off", conv_layout=layout)
@@ -171,8 +178,7 @@ def _precheck_work_dir(config: TuneConfig) -> None:
         kind = old["target"]["kind"]
     except (OSError, ValueError, KeyError, TypeError):
         return
-    resolve_layout_rewrite(config.layout_rewrite, kind, bool(old.get("layout_rewrite", False)), config.work_dir)
-    resolve_conv_layout(config.conv_layout, kind, old.get("conv_layout", "nchw"), config.work_dir)
+    _resolve_layouts(config, kind, old, config.work_dir)
 
 
 def _main(config: TuneConfig) -> int:

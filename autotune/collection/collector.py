@@ -159,7 +159,7 @@ class Collector:
         finally:
             progress.close()
 
-    def _visit(self, info: dict, have: int, need: int, random_fraction: float) -> int:
+    def _visit(self, info: dict, have: int, need: int, random_fraction: float) -> None:
         mod = task_module(info)
         task = fe.Task(info["name"], mod, info["weight"], info["flops"], self.target)
         database = ms.database.MemoryDatabase()
@@ -212,7 +212,6 @@ class Collector:
                     break
                 if attempt and max_trials > have + measured:
                     logger.debug("%s: still %d short after top-up %d", info["name"], max_trials - have - measured, attempt)
-        return measured
 
     def _seed_database(self, database, info: dict, mod) -> None:
         """Earlier programs of this task go into the search's database, once each (the tuner counts the
