@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture  # noq
 from tvm.s_tir.meta_schedule.runner.local_runner import _worker_func as _stock_run_worker  # noqa: E402
 from tvm.support.popen_pool import StatusKind  # noqa: E402
 
+from .artifacts import artifact_dir, sweep_orphans  # noqa: E402
 from .pool import LeanPopenPool  # noqa: E402
 from .startup import worker_initializer_cuda, worker_initializer_llvm  # noqa: E402
 
@@ -41,7 +41,7 @@ def _build_and_export(mod, target, link_shared: bool) -> str:
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     with target:  # TVM's CUDA compile callback reads the arch (sm_90) from the current target
         rt_mod = tvm_build(mod, target=target)
-    out_dir = tempfile.mkdtemp(prefix="autotune_build_")
+    out_dir = artifact_dir()
     if link_shared:
         path = os.path.join(out_dir, "candidate.so")
         rt_mod.export_library(path)
@@ -307,6 +307,7 @@ class Measurer:
                  run_timeout_sec: float = 30.0):
         # before any pool starts: an unreachable farm is one line, not 60 s of retries
         self.rpc_workers = check_rpc(rpc) if rpc is not None else 0  # one session per server found at start
+        sweep_orphans()  # candidates a killed run built and never ran
         kind = str(target.kind.name)
         self.target, self.rpc = target, rpc
         self.builder = PooledBuilder(target_kind=kind, link_shared=rpc is None, timeout_sec=build_timeout_sec)
