@@ -12,7 +12,7 @@ from autotune.costmodel.metrics import pairwise_accuracy
 from autotune.testing.programs import synthetic
 
 QUICK = {"xgb": {"n_estimators": 60}, "xgb-reg": {"n_estimators": 60}, "ms-xgb": {"n_estimators": 200},
-         "ms-mlp": {"epochs": 15}, "seq": {"epochs": 15}, "seq-lstm": {"epochs": 4},
+         "ms-mlp": {"epochs": 15}, "seq": {"epochs": 15}, "seq-lstm": {"epochs": 4}, "seq-lstm-cos": {"epochs": 6},
          "seq-rows": {"epochs": 15}, "seq-top": {"epochs": 15}}
 QUICK["ensemble"] = {"member_params": {k: QUICK.get(k, {}) for k in create("ensemble").members}}
 QUICK["seq-lstm-x3"] = {"member_params": {"seq-lstm": QUICK["seq-lstm"]}}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.costmodel._torch_train import lambda_rank_loss
+from autotune.costmodel._torch_train import COSINE_FLOOR, epoch_lr, lambda_rank_loss
 from autotune.costmodel.base import ModelFileError, NotFittedError
 from autotune.costmodel.inputs import N_STORE_FEATS, ProgramBatch, normalized_throughput
 from autotune.costmodel.metrics import pairwise_accuracy
@@ -194,6 +194,29 @@ def test_topk_early_stopping_fits_and_records_its_score(data):
     best = model.history_["val_topk"]
     assert 0 < best <= 1  # the mean of two top-k scores, each in (0, 1]
     assert "val_pairwise_accuracy" not in model.history_
+
+
+def test_cosine_schedule_decays_the_rate_and_still_learns(data, monkeypatch):
+    rates = [epoch_lr(2e-3, e, 10) for e in range(10)]
+    assert rates[0] == pytest.approx(2e-3) and all(a > b for a, b in zip(rates, rates[1:]))
+    assert rates[-1] == pytest.approx(2e-3 * (COSINE_FLOOR + (1 - COSINE_FLOOR) * 0.5 * (1 + np.cos(0.9 * np.pi))))
+    with pytest.raises(ValueError, match="lr_schedule"):
+        SeqCostModel(lr_schedule="step")
+    seen = []
+    real_step = torch.optim.AdamW.step
+
+    def step(self, *args, **kwargs):  # records the rate every optimizer step runs at
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+    X, y, groups, test = data
+    model = SeqCostModel(**{**FAST, "epochs": 6, "patience": 100}, lr_schedule="cosine", mixer="lstm")
+    model.fit(X.subset(~test), y[~test], groups[~test])
+    assert sorted(set(seen), reverse=True) == pytest.approx([epoch_lr(2e-3, e, 6) for e in range(6)])
+    acc = pairwise_accuracy(-y[test], model.predict(X.subset(test)), groups[test])
+    assert acc > 0.7, f"seq-lstm with the cosine schedule: held-out pairwise accuracy {acc:.3f}"
+    assert model.get_params()["lr_schedule"] == "cosine"
 
 
 def test_selective_scan_matches_the_recurrence():

@@ -221,8 +221,11 @@ def test_registered_kind_is_read_from_the_parameters():
     the most specific entry that matches (TVM-free)."""
     from autotune.costmodel import REGISTRY, create, registered_kind
 
-    for kind in ("xgb", "xgb-reg", "ms-xgb", "seq", "seq-lstm", "seq-top", "seq-rows", "ms-mlp", "ensemble"):
+    for kind in ("xgb", "xgb-reg", "ms-xgb", "seq", "seq-lstm", "seq-lstm-cos", "seq-top", "seq-rows", "ms-mlp",
+                 "ensemble"):
         assert kind in REGISTRY and registered_kind(create(kind)) == kind
+    assert registered_kind(create("seq-lstm-cos", epochs=2)) == "seq-lstm-cos"  # a shorter fit is the same kind
+    assert registered_kind(create("seq-lstm", epochs=45)) == "seq-lstm"
     assert registered_kind(create("seq", mixer="attention")) == "seq"  # no entry of its own: the class's name
 
 

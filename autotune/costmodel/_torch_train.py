@@ -32,6 +32,8 @@ WEIGHTS_FILE = "weights.pt"
 PREDICT_BATCH = 4096
 MAX_VAL_GROUP = 1000  # validation looks at most at this many programs of one task
 VAL_METRICS = ("pairwise", "topk")
+LR_SCHEDULES = ("constant", "cosine")
+COSINE_FLOOR = 0.05  # the cosine schedule ends at this share of ``lr``
 
 
 def validation_score(metric: str, y: np.ndarray, score: np.ndarray, groups: np.ndarray) -> float:
@@ -82,6 +84,12 @@ def lambda_rank_loss(
     pairs = m[:, :, None] & m[:, None, :] & (t[:, :, None] > t[:, None, :])
     logp = F.logsigmoid(sigma * (s[:, :, None] - s[:, None, :]))
     return -(weight * logp)[pairs].sum() / max(n_groups, 1)
+
+
+def epoch_lr(lr: float, epoch: int, epochs: int, floor: float = COSINE_FLOOR) -> float:
+    """The cosine schedule's rate for ``epoch`` (0-based) of ``epochs``: ``lr`` at the first, falling to
+    about ``floor·lr`` at the last."""
+    return lr * (floor + (1.0 - floor) * 0.5 * (1.0 + np.cos(np.pi * epoch / max(epochs, 1))))
 
 
 def split_groups(
@@ -150,14 +158,19 @@ class TorchRankerModel(CostModel):
     def __init__(self, *, epochs: int = 30, lr: float = 2e-3, weight_decay: float = 1e-2, batch_groups: int = 8,
                  min_batches: int = 16, max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 10,
                  mse_weight: float = 0.0, grad_clip: float = 1.0, gain_scale: float = 1.0,
-                 val_metric: str = "pairwise", seed: int = 0, num_threads: int = 2, device: str = "cpu") -> None:
+                 val_metric: str = "pairwise", lr_schedule: str = "constant", seed: int = 0, num_threads: int = 2,
+                 device: str = "cpu") -> None:
         """``gain_scale``: the LambdaRank gains' sharpness (``lambda_rank_loss``); ``val_metric``: what early
         stopping keeps the best epoch by, ``pairwise`` accuracy or ``topk`` (mean of the validation tasks'
         top-1 and top-5 scores, each task weighing 1). Measured on the contract's synthetic tasks (2026-12-05): with
         ~10 validation tasks ``topk`` saturates (0.985 after the second epoch) and stops training there, pairwise
-        0.63 vs 0.90 with ``pairwise``; it needs far more validation tasks than the default split holds."""
+        0.63 vs 0.90 with ``pairwise``; it needs far more validation tasks than the default split holds.
+        ``lr_schedule``: ``constant`` (``lr`` every epoch) or ``cosine`` (epoch ``e`` of ``epochs`` at
+        ``lr·(f + (1 - f)·(1 + cos(π·e/epochs))/2)``, f = COSINE_FLOOR; a fine-tune keeps its constant rate)."""
         if val_metric not in VAL_METRICS:
             raise ValueError(f"val_metric: unknown {val_metric!r}; valid: {', '.join(VAL_METRICS)}")
+        if lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule: unknown {lr_schedule!r}; valid: {', '.join(LR_SCHEDULES)}")
         self._store_params(locals())
 
     @abstractmethod
@@ -197,7 +210,7 @@ class TorchRankerModel(CostModel):
             self._fit_stats(net, X, train)
             net.to(device)
             self.net_ = net
-            self.history_ = self._train(net, X, y, groups, train, val, rng, device)
+            self.history_ = self._train(net, X, y, groups, train, val, rng, device, schedule=self.lr_schedule)
         self.net_.eval()
 
     def _fine_tune_from(self, base, X, y, groups, steps) -> None:
@@ -214,11 +227,15 @@ class TorchRankerModel(CostModel):
         self.net_.eval()
 
     def _train(self, net, X, y, groups, train, val, rng, device, epochs: int | None = None,
-               lr: float | None = None) -> dict:
-        opt = torch.optim.AdamW(net.parameters(), lr=lr or self.lr, weight_decay=self.weight_decay)
+               lr: float | None = None, schedule: str = "constant") -> dict:
+        base_lr, n_epochs = lr or self.lr, epochs or self.epochs
+        opt = torch.optim.AdamW(net.parameters(), lr=base_lr, weight_decay=self.weight_decay)
         y_t = torch.as_tensor(y, dtype=torch.float32)
         best_acc, best_state, best_epoch, bad, epoch, seen, spent = -1.0, None, -1, 0, 0, 0, 0.0
-        for epoch in range(epochs or self.epochs):
+        for epoch in range(n_epochs):
+            if schedule == "cosine":
+                for group in opt.param_groups:
+                    group["lr"] = epoch_lr(base_lr, epoch, n_epochs)
             net.train()
             start, total = time.perf_counter(), 0.0
             chunks = group_chunks(train, groups, self.max_group_size, rng)

@@ -270,7 +270,7 @@ def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list
 
 def _quick(kind: str) -> dict:
     return {"xgb": {"n_estimators": 40}, "xgb-reg": {"n_estimators": 40}, "ms-xgb": {"n_estimators": 40},
-            "ms-mlp": {"epochs": 3}, "seq": {"epochs": 3}, "seq-lstm": {"epochs": 2},
+            "ms-mlp": {"epochs": 3}, "seq": {"epochs": 3}, "seq-lstm": {"epochs": 2}, "seq-lstm-cos": {"epochs": 2},
             "seq-top": {"epochs": 3}}.get(kind, {})
 
 
