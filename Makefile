@@ -92,9 +92,9 @@ features: setup
 # SEEDS: train every model that many times and report mean ± sd and a paired comparison per model pair
 # (top-1 moves by tenths between seeds; issue 12's targets are read over >= 3 seeds)
 # Every row of experiments/costmodel/results/comparison.md: ~45 min of fits per seed on a 2-core CPU (seq,
-# seq-top and ensemble ~15 min each), ~2.3 h for 3 seeds; MODELS=xgb,ms-xgb retrains some and keeps the other rows
+# seq-top and ensemble ~15 min each, seq-lstm-cos 15), ~3 h for 3 seeds; MODELS=xgb,ms-xgb retrains some and keeps the other rows
 SEEDS ?= 3
-MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-top,ensemble,random
+MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-top,ensemble,random
 train-costmodel: features
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS) --models $(MODELS)
 

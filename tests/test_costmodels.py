@@ -56,7 +56,7 @@ def test_one_table_of_names_for_the_cli():
     from autotune.tune import build_parser
     from autotune.tuning.costmodels import AUTO_ORDER, COST_MODELS, check_name
 
-    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-top, ensemble, ms-mlp, online-xgb, random"):
+    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-lstm-cos, seq-top, ensemble, ms-mlp, online-xgb, random"):
         check_name("magic")
     assert set(AUTO_ORDER) <= set(COST_MODELS) and AUTO_ORDER[0] == "xgb"
     help_text = build_parser().format_help()

@@ -36,7 +36,7 @@ from autotune.data.store import portable_path
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.train")
-DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-top,ensemble,random"  # the comparison table's rows
+DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-top,ensemble,random"  # the comparison table's rows
 DEFAULT_SEEDS = 3
 HPARAMS_DIR = os.path.join("models", "hparams")
 BENCH_DIR = os.path.join("benchmarks", "results")
