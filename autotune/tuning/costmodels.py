@@ -63,11 +63,11 @@ COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
                   "hardware's) + --online-update"),
     CostModelName("seq", "pretrained", "our pretrained trace sequence model for this hardware (else the "
                   "nearest hardware's) + --online-update"),
-    CostModelName("seq-lstm", "pretrained", "seq with an LSTM block in the Mamba block's slot (issue 12's best "
-                  "sequence model offline), pretrained for this hardware (else the nearest hardware's) + --online-update"),
-    CostModelName("seq-lstm-cos", "pretrained", "seq-lstm trained 45 epochs on a cosine learning-rate decay (issue "
-                  "12's best sequence model offline since stop 40), pretrained for this hardware (else the nearest "
-                  "hardware's) + --online-update"),
+    CostModelName("seq-lstm", "pretrained", "seq with an LSTM block in the Mamba block's slot, pretrained for this "
+                  "hardware (else the nearest hardware's) + --online-update"),
+    CostModelName("seq-lstm-cos", "pretrained", "seq-lstm trained 45 epochs on a cosine learning-rate decay (the best "
+                  "sequence model offline: experiments/costmodel/results/comparison.md), pretrained for this hardware "
+                  "(else the nearest hardware's) + --online-update"),
     CostModelName("seq-top", "pretrained", "seq trained for the top of the order (LambdaRank gains 2^(4y)-1), "
                   "pretrained for this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("ensemble", "pretrained", "a committee of model families (members chosen on validation networks, "
