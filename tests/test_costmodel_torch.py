@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.costmodel._torch_train import COSINE_FLOOR, epoch_lr, lambda_rank_loss
+from autotune.costmodel._torch_train import COSINE_FLOOR, lambda_rank_loss
 from autotune.costmodel.base import ModelFileError, NotFittedError
 from autotune.costmodel.inputs import N_STORE_FEATS, ProgramBatch, normalized_throughput
 from autotune.costmodel.metrics import pairwise_accuracy
@@ -194,6 +194,11 @@ def test_topk_early_stopping_fits_and_records_its_score(data):
     best = model.history_["val_topk"]
     assert 0 < best <= 1  # the mean of two top-k scores, each in (0, 1]
     assert "val_pairwise_accuracy" not in model.history_
+
+
+def epoch_lr(lr: float, epoch: int, epochs: int) -> float:
+    """The cosine schedule's documented rate for ``epoch`` (0-based) of ``epochs``."""
+    return lr * (COSINE_FLOOR + (1.0 - COSINE_FLOOR) * 0.5 * (1.0 + np.cos(np.pi * epoch / epochs)))
 
 
 def test_cosine_schedule_decays_the_rate_and_still_learns(data, monkeypatch):
