@@ -131,6 +131,23 @@ class EnsembleCostModel(CostModel):
         self.members_ = [self._member(k, s).fit(X, y, groups) for k, s in zip(self.members, self.member_seeds())]
         self.norm_ = [within_task_scale(m.predict(X), groups) for m in self.members_]
 
+    @classmethod
+    def from_fitted(cls, members: list[CostModel], X: ProgramBatch, groups: np.ndarray, seed: int = 0,
+                    risk: float = 0.0) -> EnsembleCostModel:
+        """The ensemble whose members are the already fitted ``members`` (``X``, ``groups``: the programs they
+        were fitted on, which set each member's scale as ``fit`` does). Members fitted with seeds
+        ``member_seeds()`` give the model ``fit`` would have made, without fitting again."""
+        from . import registered_kind
+
+        if not members or not all(m.is_fitted for m in members):
+            raise NotFittedError("EnsembleCostModel.from_fitted: every member must be fitted")
+        ens = cls(members=[registered_kind(m) for m in members], seed=seed, risk=risk)
+        ens._check()
+        ens.members_ = list(members)
+        ens.norm_ = [within_task_scale(m.predict(X), np.asarray(groups)) for m in members]
+        ens.fitted_ = True
+        return ens
+
     def member_scores(self, X: ProgramBatch) -> np.ndarray:
         """(members, programs): each member's score on the common scale."""
         if not self.is_fitted:

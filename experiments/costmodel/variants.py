@@ -9,6 +9,14 @@ evaluated on the held-out models in the views ``all`` and ``search`` and appende
 ``--out`` (resumable: a (name, seed) already there is skipped); the markdown table (mean ± sd over the seeds
 of each name) is rewritten from the whole file. A variant that wins here is registered and trained by
 `make train-costmodel` before it counts.
+
+Every fit is saved (``--models-dir``, default ``runs/variants/<name>/seed<k>``), so seed ensembles can be
+scored from fits already made: ``--seed-ensemble cosx3=cos:3`` groups the saved fits of variant ``cos``
+as the registered ``EnsembleCostModel`` with a kind repeated 3 times would fit them (ensemble seed ``s`` =
+member seeds ``3s .. 3s+2``), puts each member on its within-task scale of the training programs, as its
+``fit`` does, and scores the ensemble like any row (one row per ensemble seed whose members are all saved).
+``--threads 1`` fits with one thread: the LSTM trains as fast on one core as on two here, so two processes
+with different ``--seeds`` make twice the fits in the same time.
 """
 
 from __future__ import annotations
@@ -57,22 +65,39 @@ def main(argv=None) -> int:
     ap.add_argument("--held-out", default=None, help="comma-separated held-out models (default: the TenSet three)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "variants.jsonl"))
     ap.add_argument("--table-only", action="store_true", help="only rewrite the markdown table from --out")
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "runs", "variants"),
+                    help="where each fit is saved, <dir>/<name>/seed<k> (default: %(default)s)")
+    ap.add_argument("--seed-ensemble", action="append", default=[],
+                    help="NAME=VARIANT:N: score seed ensembles of N saved fits of VARIANT (repeat)")
+    ap.add_argument("--threads", type=int, default=None, help="threads per fit (default: the kind's)")
     args = ap.parse_args(argv)
     return run_main(lambda: _main(args))
 
 
 def _main(args) -> int:
     specs = [parse_spec(s) for s in args.spec]
+    ensembles = [parse_ensemble(e) for e in args.seed_ensemble]
     seeds = seed_list(args.seeds)
-    if specs and not args.table_only:
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads: {args.threads} is not a number of threads; give 1 or more")
+    if (specs or ensembles) and not args.table_only:
         setup_logging()
         _run(args, specs, seeds)
+        _run_ensembles(args, ensembles)
     rows = _read(args.out)
     md = os.path.splitext(args.out)[0] + ".md"
     with open(md, "w", encoding="utf-8") as f:
         f.write(markdown(rows))
     print(markdown(rows))
     return 0
+
+
+def parse_ensemble(text: str) -> tuple[str, str, int]:
+    name, sep, rest = text.partition("=")
+    variant, sep2, n = rest.rpartition(":")
+    if not (sep and sep2 and name and variant and n.isdigit() and int(n) >= 2):
+        raise UserError(f"--seed-ensemble {text!r}: expected NAME=VARIANT:N with N >= 2, e.g. 'cosx3=cos:3'")
+    return name, variant, int(n)
 
 
 def _read(path: str) -> list[dict]:
@@ -93,18 +118,67 @@ def _run(args, specs, seeds) -> None:
     train = data.select_tasks(train_keys)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     for name, kind, params in specs:
+        run_params = params if args.threads is None else {**params, "num_threads": args.threads}
         for seed in seeds:
             if (name, seed) in done:
                 continue
-            fits = train_seeds(kind, params, [seed], train, data, test_keys)  # one fit, scored as the comparison
-            views = fits["runs"][0]["views"]
-            row = {"name": name, "kind": kind, "params": params, "seed": seed, "fit_s": fits["fit_seconds"][0],
-                   "history": getattr(fits["model"], "history_", None),
-                   **{f"{v}_{k}": views[v]["mean"][k] for v in ("all", "search") for k in ("top1", "top5", "pairwise")},
-                   "per_model_top1": {n: views["all"][n]["top1"] for n in test_keys},
-                   "dataset": os.path.relpath(args.dataset, ROOT), "measured_on": host_cpu(), "git_commit": git_commit()}
-            with open(args.out, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+            fits = train_seeds(kind, run_params, [seed], train, data, test_keys)  # one fit, scored as the comparison
+            fits["model"].save(os.path.join(args.models_dir, name, f"seed{seed}"))
+            _append(args, _row(name, kind, params, seed, fits["runs"][0], test_keys, args.dataset,
+                               fit_s=fits["fit_seconds"][0], history=getattr(fits["model"], "history_", None)))
+
+
+def _row(name, kind, params, seed, result, test_keys, dataset, **extra) -> dict:
+    views = result["views"]
+    return {"name": name, "kind": kind, "params": params, "seed": seed, **extra,
+            **{f"{v}_{k}": views[v]["mean"][k] for v in ("all", "search") for k in ("top1", "top5", "pairwise")},
+            "per_model_top1": {n: views["all"][n]["top1"] for n in test_keys},
+            "dataset": os.path.relpath(dataset, ROOT), "measured_on": host_cpu(), "git_commit": git_commit()}
+
+
+def _append(args, row: dict) -> None:
+    with open(args.out, "a", encoding="utf-8") as f:  # one line per write: two processes may share the file
+        f.write(json.dumps(row) + "\n")
+
+
+def _run_ensembles(args, ensembles) -> None:
+    """Seed ensembles of saved fits: ensemble seed ``s`` of N copies = the variant's fits with seeds N·s .. N·s+N-1
+    (``EnsembleCostModel.member_seeds``), each member centred and scaled on the training programs as ``fit``
+    does, scored in the same views as a fitted row. Ensemble seeds whose members are not all saved are skipped."""
+    if not ensembles:
+        return
+    from autotune.costmodel import load, registered_kind
+    from autotune.costmodel.data import load_split
+    from autotune.costmodel.ensemble import EnsembleCostModel
+    from autotune.costmodel.evaluate import evaluate
+    from autotune.data.splits import HELD_OUT_MODELS
+
+    done = {(r["name"], r["seed"]) for r in _read(args.out)}
+    held = args.held_out.split(",") if args.held_out else HELD_OUT_MODELS
+    data, train_keys, test_keys = load_split(args.dataset, held)
+    train = data.select_tasks(train_keys)
+    rows = {(r["name"], r["seed"]): r for r in _read(args.out)}
+    for name, variant, n in ensembles:
+        folder = os.path.join(args.models_dir, variant)
+        saved = sorted(int(d[4:]) for d in os.listdir(folder) if d.startswith("seed") and d[4:].isdigit()) \
+            if os.path.isdir(folder) else []
+        if not saved:
+            raise UserError(f"--seed-ensemble {name}: no saved fits of variant {variant!r} under {folder}")
+        for s in range(max(saved) // n + 1):
+            seeds = list(range(n * s, n * s + n))
+            if (name, s) in done or not set(seeds) <= set(saved):
+                continue
+            members = [load(os.path.join(folder, f"seed{k}")) for k in seeds]
+            kinds = {registered_kind(m) for m in members}
+            if len(kinds) != 1:
+                raise UserError(f"--seed-ensemble {name}: the saved fits of {variant!r} are of different kinds {kinds}")
+            ens = EnsembleCostModel.from_fitted(members, train.batch, train.groups, seed=s)
+            base = rows.get((variant, seeds[0]), {})
+            _append(args, _row(name, "ensemble", {"members": ens.members, "of_variant": variant,
+                                                  "member_params": base.get("params")}, s,
+                               evaluate(ens, data, test_keys), test_keys, args.dataset,
+                               fit_s=sum(rows.get((variant, k), {}).get("fit_s", float("nan")) for k in seeds),
+                               member_seeds=seeds))
 
 
 def markdown(rows: list[dict]) -> str:
