@@ -79,23 +79,30 @@ def test_loss_shares_add_up_to_one_minus_top1():
 
 
 def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
+    """Fits are saved and scored; a seed ensemble is made from the saved fits (ensemble seed 0 = fits 0 and 1),
+    scored like any row; a rerun fits and scores nothing again; bad specs are one line, exit 2."""
     script = os.path.join(ROOT, "experiments", "costmodel", "variants.py")
-    out = tmp_path / "v.jsonl"
+    out, saved = tmp_path / "v.jsonl", tmp_path / "fits"
     args = [sys.executable, script, "--dataset", os.path.join(ROOT, "tests", "data", "tiny_dataset"), "--held-out",
-            "tiny", "--spec", 'q:ms-xgb:{"n_estimators": 20}', "--seeds", "0,1", "--out", str(out)]
+            "tiny", "--models-dir", str(saved), "--seed-ensemble", "qx2=q:2", "--threads", "1",
+            "--spec", 'q:ms-xgb:{"n_estimators": 20}', "--seeds", "0,1", "--out", str(out)]
     res = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["name"], r["seed"]) for r in rows] == [("q", 0), ("q", 1)]
+    assert [(r["name"], r["seed"]) for r in rows] == [("q", 0), ("q", 1), ("qx2", 0)]
     assert all(0 < r["all_top1"] <= 1 for r in rows)
+    assert sorted(os.listdir(saved / "q")) == ["seed0", "seed1"]
+    assert rows[2]["kind"] == "ensemble" and rows[2]["member_seeds"] == [0, 1]
+    assert rows[2]["params"]["members"] == ["ms-xgb", "ms-xgb"] and rows[0]["params"] == {"n_estimators": 20}
     table = (tmp_path / "v.md").read_text()
-    assert "| q | ms-xgb |" in table and "0,1" in table
+    assert "| q | ms-xgb |" in table and "0,1" in table and "| qx2 | ensemble |" in table
     assert subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300).returncode == 0
-    assert len(out.read_text().splitlines()) == 2  # resumed: nothing retrained
-    for bad in ("q:nope:{}", "q:seq:[1]", "q-no-colons"):
-        res = subprocess.run(args[:-6] + ["--spec", bad, "--out", str(out)], cwd=ROOT, capture_output=True,
+    assert len(out.read_text().splitlines()) == 3  # resumed: nothing retrained or rescored
+    for flag, bad in (("--spec", "q:nope:{}"), ("--spec", "q:seq:[1]"), ("--spec", "q-no-colons"),
+                      ("--seed-ensemble", "e=q:1"), ("--seed-ensemble", "e=nothing:2")):
+        res = subprocess.run(args[:-6] + [flag, bad, "--out", str(out)], cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
-        assert res.returncode == 2 and f"--spec {bad!r}" in res.stderr, (bad, res.stderr)
+        assert res.returncode == 2 and f"--{flag.strip('-')} {bad!r}"[:16] in res.stderr, (bad, res.stderr)
 
 
 @pytest.mark.parametrize("script", ["experiments/costmodel/variants.py", "experiments/tuning_efficiency/run.py",

@@ -116,6 +116,24 @@ def test_a_seed_ensemble_is_its_kind_at_each_seed(data, tmp_path):
     assert params_for("seq-lstm-x3", quick=True)["member_params"] == {"seq-lstm": params_for("seq-lstm", quick=True)}
 
 
+def test_an_ensemble_of_fits_already_made_is_the_one_fit_would_make(data):
+    from autotune.costmodel.base import NotFittedError
+    from autotune.costmodel.ensemble import EnsembleCostModel
+
+    batch, _, groups, y = data
+    params = {"n_estimators": 30, "subsample": 0.7}
+    fitted = create("ensemble", members=["xgb-reg"] * 2, member_params={"xgb-reg": params}, seed=1).fit(batch, y, groups)
+    alone = [create("xgb-reg", **params, seed=s).fit(batch, y, groups) for s in fitted.member_seeds()]  # seeds 2, 3
+    made = EnsembleCostModel.from_fitted(alone, batch, groups, seed=1)
+    assert made.members == ["xgb-reg", "xgb-reg"]
+    np.testing.assert_allclose(made.norm_, fitted.norm_, rtol=1e-6)
+    np.testing.assert_allclose(made.predict_with_spread(batch), fitted.predict_with_spread(batch), rtol=1e-6)
+    with pytest.raises(NotFittedError, match="every member must be fitted"):
+        EnsembleCostModel.from_fitted([alone[0], create("xgb-reg")], batch, groups)
+    with pytest.raises(ValueError, match="members must be 2 or more kinds"):
+        EnsembleCostModel.from_fitted(alone[:1], batch, groups)
+
+
 def test_train_gives_each_member_its_own_row_settings(tmp_path):
     from autotune.costmodel.train import params_for
 

@@ -165,9 +165,10 @@ def _write_comparison(result: dict, models_dir: str, results_dir: str) -> None:
                   markdown_table(result))
 
 
-def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys) -> dict:
+def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys, threads: int | None = None) -> dict:
     """Fit ``kind`` once per seed (once, seed None, when it takes no seed) and evaluate every fit in all
-    views. Returns the first fit's model and, per seed, the evaluate() result and fit seconds."""
+    views (``threads``: each fit's, default the kind's). Returns the first fit's model and, per seed, the
+    evaluate() result and fit seconds."""
     from . import create, takes_seed
     from .evaluate import evaluate as evaluate_views
 
@@ -175,6 +176,8 @@ def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_key
     first, runs, fits = None, [], []
     for seed in used:
         model = create(kind, **(params if seed is None else {**params, "seed": seed}))
+        if threads is not None:
+            model.set_threads(threads)
         t0 = time.time()
         model.fit(train.batch, train.y, train.groups)
         fits.append(time.time() - t0)

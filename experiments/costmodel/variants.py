@@ -118,11 +118,10 @@ def _run(args, specs, seeds) -> None:
     train = data.select_tasks(train_keys)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     for name, kind, params in specs:
-        run_params = params if args.threads is None else {**params, "num_threads": args.threads}
         for seed in seeds:
             if (name, seed) in done:
                 continue
-            fits = train_seeds(kind, run_params, [seed], train, data, test_keys)  # one fit, scored as the comparison
+            fits = train_seeds(kind, params, [seed], train, data, test_keys, threads=args.threads)  # one fit, scored as the comparison
             fits["model"].save(os.path.join(args.models_dir, name, f"seed{seed}"))
             _append(args, _row(name, kind, params, seed, fits["runs"][0], test_keys, args.dataset,
                                fit_s=fits["fit_seconds"][0], history=getattr(fits["model"], "history_", None)))
