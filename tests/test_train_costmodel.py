@@ -208,10 +208,32 @@ def test_rows_of_another_layout_are_not_kept(tmp_path):
     assert [r["kind"] for r in _keep_other_rows(str(path), [{"kind": "xgb"}], "h", ["tiny"], True)] == ["xgb", "random"]
 
 
+def test_seeds_side_by_side_are_the_same_fits():
+    """--jobs 2: each seed fitted in its own process is the fit this process makes with the same threads (same
+    scores, same first model), and the first model is saved with the kind's own thread count, not the worker's."""
+    from autotune.costmodel.data import load_split
+    from autotune.costmodel.train import params_for, train_seeds
+
+    data, train_keys, test_keys = load_split(TEST_DATASET, ["tiny"])
+    train = data.select_tasks(train_keys)
+    params = params_for("seq-lstm", quick=True)
+    alone = train_seeds("seq-lstm", params, [0, 1], train, data, test_keys, threads=1)
+    side = train_seeds("seq-lstm", params, [0, 1], train, data, test_keys, threads=1, jobs=2,
+                       source=(TEST_DATASET, ["tiny"]))
+    assert side["jobs"] == 2 and side["seeds"] == [0, 1] and len(side["fit_seconds"]) == 2
+    for a, b in zip(alone["runs"], side["runs"]):
+        assert a["views"]["all"]["mean"] == pytest.approx(b["views"]["all"]["mean"], abs=1e-9)
+    assert alone["runs"][0]["views"]["all"]["mean"] != alone["runs"][1]["views"]["all"]["mean"]  # two seeds
+    test = data.select_tasks(test_keys["tiny"])
+    assert side["model"].predict(test.batch) == pytest.approx(alone["model"].predict(test.batch), abs=1e-6)
+    assert side["model"].get_params()["num_threads"] == 2 and side["model"].get_params()["seed"] == 0
+
+
 @pytest.mark.parametrize("args, expected", [
     (["--models", "nope"], "--models"),
     (["--held-out", "not_a_model"], "--held-out"),
     (["--seeds", "0"], "--seeds"),
+    (["--jobs", "0"], "--jobs"),
 ])
 def test_train_bad_input(cli, tmp_path, args, expected):
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, *args, "--models-dir", str(tmp_path),

@@ -4,7 +4,8 @@ Trains every requested model on the dataset's training tasks (held-out models' t
 seed (``--seeds``, 3 by default; a model that takes no seed is trained once: it is the same model for
 every seed), evaluates each fit on the held-out models in three views (``costmodel.evaluate``: all
 programs, search-produced programs, tasks no training model shares), reports mean ± sd over seeds and
-a paired comparison of every two models over the same seeds, measures prediction throughput, saves the
+a paired comparison of every two models over the same seeds (``--jobs N``: N seeds fitted side by side in
+their own processes, one thread each), measures prediction throughput, saves the
 first seed's model with a card under ``--models-dir``, and writes the comparison (markdown + JSON, with
 issue 12's done-when targets checked against the numbers) and a predicted-vs-measured PNG under
 ``--results``.
@@ -107,6 +108,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                     help="train each model this many times (seeds seed..seed+N-1) and report mean ± sd and a paired "
                          "comparison per model pair; the first seed's model is the one saved (default: %(default)s)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="fit this many seeds side by side, each in its own process with cores/N threads (the torch "
+                         "models train about as fast on one core as on two here: 2 halves their wall time; default: "
+                         "%(default)s)")
     ap.add_argument("--quick", action="store_true", help="small models/epochs (CI)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="fit nothing: rebuild comparison.md from --results/comparison.json (the paired table and the "
@@ -165,14 +170,21 @@ def _write_comparison(result: dict, models_dir: str, results_dir: str) -> None:
                   markdown_table(result))
 
 
-def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys, threads: int | None = None) -> dict:
+def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys, threads: int | None = None,
+                jobs: int = 1, source: tuple[str, list[str]] | None = None) -> dict:
     """Fit ``kind`` once per seed (once, seed None, when it takes no seed) and evaluate every fit in all
     views (``threads``: each fit's, default the kind's). Returns the first fit's model and, per seed, the
-    evaluate() result and fit seconds."""
+    evaluate() result and fit seconds. ``jobs`` > 1 with ``source`` = (dataset, held-out models): the seeds
+    are fitted in that many processes side by side (``_fit_seed``, each loading the split itself), every fit
+    the same as in this process (the kind, params and seed; threads ``cpu_count // jobs`` unless given); fit
+    seconds are then each fit's own beside the others."""
     from . import create, takes_seed
     from .evaluate import evaluate as evaluate_views
 
     used = list(seeds) if takes_seed(kind) else [None]
+    if jobs > 1 and len(used) > 1 and source is not None:
+        return _train_seeds_parallel(kind, params, used, threads or max(1, (os.cpu_count() or 1) // jobs), jobs,
+                                     source)
     first, runs, fits = None, [], []
     for seed in used:
         model = create(kind, **(params if seed is None else {**params, "seed": seed}))
@@ -184,10 +196,58 @@ def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_key
         runs.append(evaluate_views(model, data, test_keys))
         if first is None:
             first = model
-        logger.info("%s seed %s: top1 %.3f (search %.3f, unseen %.3f), fit %.0f s", kind, seed,
-                    *(runs[-1]["views"].get(v, {}).get("mean", {}).get("top1", float("nan"))
-                      for v in ("all", "search", "unseen")), fits[-1])
+        _log_fit(kind, seed, runs[-1], fits[-1])
     return {"model": first, "seeds": used, "runs": runs, "fit_seconds": fits}
+
+
+def _log_fit(kind, seed, run: dict, seconds: float) -> None:
+    logger.info("%s seed %s: top1 %.3f (search %.3f, unseen %.3f), fit %.0f s", kind, seed,
+                *(run["views"].get(v, {}).get("mean", {}).get("top1", float("nan")) for v in ("all", "search", "unseen")),
+                seconds)
+
+
+def _fit_seed(dataset: str, held: list[str], kind: str, params: dict, seed: int, threads: int, save_dir: str):
+    """One seed's fit in a worker process: the split loaded from ``dataset``, the model saved to ``save_dir``;
+    returns (evaluate() result, fit seconds)."""
+    from .data import load_split
+
+    setup_logging()
+    data, train_keys, test_keys = load_split(dataset, held)
+    out = train_seeds(kind, params, [seed], data.select_tasks(train_keys), data, test_keys, threads=threads)
+    saved = _default_threads(kind, params)
+    if saved:  # saved with the kind's own thread count (the search's), not the one it was fitted with here
+        out["model"].set_threads(saved)
+    out["model"].save(save_dir)
+    return out["runs"][0], out["fit_seconds"][0]
+
+
+def _default_threads(kind: str, params: dict) -> int | None:
+    """The thread count a ``kind`` model made with ``params`` has (an ensemble: its first member's)."""
+    from . import create
+
+    model = create(kind, **params)
+    if hasattr(model, "member_seeds"):
+        model = model._member(model.members[0], 0)
+    p = model.get_params()
+    return p.get("num_threads", p.get("nthread"))
+
+
+def _train_seeds_parallel(kind, params, seeds, threads, jobs, source) -> dict:
+    import multiprocessing
+    import tempfile
+    from concurrent.futures import ProcessPoolExecutor
+
+    from . import load
+
+    dataset, held = source
+    with tempfile.TemporaryDirectory(prefix="autotune-seeds-") as tmp, \
+            ProcessPoolExecutor(max_workers=min(jobs, len(seeds)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_fit_seed, dataset, list(held), kind, params, seed, threads, os.path.join(tmp, str(seed)))
+                   for seed in seeds]
+        done = [f.result() for f in futures]  # a worker's error is raised here, naming what failed
+        first = load(os.path.join(tmp, str(seeds[0])))
+    return {"model": first, "seeds": seeds, "runs": [r for r, _ in done], "fit_seconds": [t for _, t in done],
+            "jobs": jobs, "threads": threads}
 
 
 def _main(args) -> int:
@@ -201,6 +261,8 @@ def _main(args) -> int:
         raise UserError(f"--models: unknown {bad}; valid: {', '.join(REGISTRY)}")
     if args.seeds < 1:
         raise UserError(f"--seeds: {args.seeds} is not a number of seeds; give 1 or more (3 for the comparison)")
+    if args.jobs < 1:
+        raise UserError(f"--jobs: {args.jobs} is not a number of processes; give 1 or more (2 fits two seeds side by side)")
     setup_logging()
     held = [m.strip() for m in args.held_out.split(",") if m.strip()]
     data, train_keys, test_keys = load_split(args.dataset, held)
@@ -215,7 +277,7 @@ def _main(args) -> int:
     test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
     for kind in kinds:
         params = params_for(kind, args.quick)
-        fits = train_seeds(kind, params, seeds, train, data, test_keys)
+        fits = train_seeds(kind, params, seeds, train, data, test_keys, jobs=args.jobs, source=(args.dataset, held))
         model, runs = fits["model"], fits["runs"]
         metrics = {**runs[0], "over_seeds": over_seeds(runs)}
         thr = _throughput(model, test_all.batch)
@@ -237,6 +299,7 @@ def _main(args) -> int:
                     *(over.get("mean", {}).get(k, float("nan")) for k in ("top1", "top5", "pairwise")), thr)
         rows.append({"kind": kind, "seeds": fits["seeds"], "metrics": metrics, "predict_programs_per_s": thr,
                      "fit_seconds": fits["fit_seconds"][0], "fit_seconds_per_seed": fits["fit_seconds"],
+                     "fit_jobs": fits.get("jobs", 1),
                      "model_bytes": size, "trained": card["trained"], "params": card["params"]})
         if kind == kinds[0] or kind == "seq":
             _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
