@@ -345,3 +345,38 @@ def test_subset_keeps_each_programs_store_rows_in_the_order_asked():
         for j, i in enumerate(picked):
             np.testing.assert_array_equal(part.store_feats[part.offsets[j]:part.offsets[j + 1]], progs[i])
         np.testing.assert_allclose(part.packsum(), batch.packsum()[picked], rtol=1e-6)
+
+
+def test_soup_averages_the_best_epochs_and_keeps_the_average_only_when_it_validates(data, monkeypatch):
+    X, y, groups, test = data
+    with pytest.raises(ValueError, match="soup"):
+        SeqCostModel(soup=-1)
+    seen = {}
+    real_soup = SeqCostModel._soup
+
+    def soup(self, net, top, best_acc, *args):  # records the candidates the fit hands over
+        seen.update(top=top, best_acc=best_acc, args=args)
+        return real_soup(self, net, top, best_acc, *args)
+
+    monkeypatch.setattr(SeqCostModel, "_soup", soup)
+    model = SeqCostModel(**{**FAST, "epochs": 6, "patience": 100}, mixer="lstm", soup=3)
+    model.fit(X.subset(~test), y[~test], groups[~test])
+    top, hist = seen["top"], model.history_
+    assert [t[0] for t in top] == sorted((t[0] for t in top), reverse=True) and len({t[1] for t in top}) == 3
+    assert hist["best_epoch"] in hist["soup"]["epochs"] and hist["soup"]["epochs"] == sorted(t[1] for t in top)
+    assert top[0][0] == pytest.approx(seen["best_acc"])  # the best epoch heads the candidates
+    mean = {k: torch.stack([t[2][k] for t in top]).mean(0) for k in top[0][2]}
+    chosen = mean if hist["soup"]["kept"] else top[0][2]
+    assert hist["soup"]["kept"] == (hist["soup"]["val"] >= seen["best_acc"])
+    for k, v in model.net_.state_dict().items():
+        torch.testing.assert_close(v, chosen[k])
+    # by hand on the fitted net: a bar the average cannot reach keeps the weights, one it clears takes the average
+    before = {k: v.clone() for k, v in model.net_.state_dict().items()}
+    assert real_soup(model, model.net_, top, 2.0, *seen["args"])["kept"] is False
+    for k, v in model.net_.state_dict().items():
+        torch.testing.assert_close(v, before[k])
+    assert real_soup(model, model.net_, top, -1.0, *seen["args"])["kept"] is True
+    for k, v in model.net_.state_dict().items():
+        torch.testing.assert_close(v, mean[k])
+    acc = pairwise_accuracy(-y[test], model.predict(X.subset(test)), groups[test])
+    assert acc > 0.7, f"seq-lstm, soup of 3 epochs: held-out pairwise accuracy {acc:.3f}"

@@ -152,8 +152,8 @@ class TorchRankerModel(CostModel):
     def __init__(self, *, epochs: int = 30, lr: float = 2e-3, weight_decay: float = 1e-2, batch_groups: int = 8,
                  min_batches: int = 16, max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 10,
                  mse_weight: float = 0.0, grad_clip: float = 1.0, gain_scale: float = 1.0,
-                 val_metric: str = "pairwise", lr_schedule: str = "constant", seed: int = 0, num_threads: int = 2,
-                 device: str = "cpu") -> None:
+                 val_metric: str = "pairwise", lr_schedule: str = "constant", soup: int = 0, seed: int = 0,
+                 num_threads: int = 2, device: str = "cpu") -> None:
         """``gain_scale``: the LambdaRank gains' sharpness (``lambda_rank_loss``); ``val_metric``: what early
         stopping keeps the best epoch by, ``pairwise`` accuracy or ``topk`` (mean of the validation tasks'
         top-1 and top-5 scores, each task weighing 1). Measured on the contract's synthetic tasks (2026-12-05): with
@@ -161,11 +161,16 @@ class TorchRankerModel(CostModel):
         0.63 vs 0.90 with ``pairwise``; it needs far more validation tasks than the default split holds.
         ``lr_schedule``: ``constant`` (``lr`` every epoch) or ``cosine`` (torch's ``CosineAnnealingLR`` stepped once
         an epoch: epoch ``e`` of ``epochs`` at ``lr·(f + (1 - f)·(1 + cos(π·e/epochs))/2)``, f = COSINE_FLOOR; a
-        fine-tune keeps its constant rate)."""
+        fine-tune keeps its constant rate). ``soup`` > 1: the weights of the ``soup`` epochs with the best
+        validation scores are averaged at the end of the fit (a uniform "model soup", Wortsman et al. 2022; epochs
+        of one run lie in one basin, as in SWA), and the average is kept when it scores at least as well on
+        validation as the best epoch alone (else the best epoch is): one network, so prediction costs the same."""
         if val_metric not in VAL_METRICS:
             raise ValueError(f"val_metric: unknown {val_metric!r}; valid: {', '.join(VAL_METRICS)}")
         if lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule: unknown {lr_schedule!r}; valid: {', '.join(LR_SCHEDULES)}")
+        if not (isinstance(soup, int) and soup >= 0):
+            raise ValueError(f"soup: the number of best epochs to average must be an integer >= 0 (0 or 1: off); got {soup!r}")
         self._store_params(locals())
 
     @abstractmethod
@@ -227,6 +232,7 @@ class TorchRankerModel(CostModel):
         opt = torch.optim.AdamW(net.parameters(), lr=base_lr, weight_decay=self.weight_decay)
         y_t = torch.as_tensor(y, dtype=torch.float32)
         best_acc, best_state, best_epoch, bad, epoch, seen, spent = -1.0, None, -1, 0, 0, 0, 0.0
+        top: list[tuple[float, int, dict]] = []  # the soup's candidates: (validation score, epoch, weights)
         sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs, eta_min=COSINE_FLOOR * base_lr)
                  if schedule == "cosine" else None)
         for epoch in range(n_epochs):
@@ -264,18 +270,35 @@ class TorchRankerModel(CostModel):
                     best_state = copy.deepcopy(net.state_dict())
                 else:
                     bad += 1
+                if self.soup > 1 and (len(top) < self.soup or acc > top[-1][0]):
+                    top = sorted(top + [(acc, epoch, copy.deepcopy(net.state_dict()))], key=lambda t: -t[0])[: self.soup]
             logger.debug(msg)
             if bad >= self.patience:
                 break
         if best_state is not None:
             net.load_state_dict(best_state)
+        soup = self._soup(net, top, best_acc, X, y, groups, val, device) if len(top) > 1 else None
         return {
             "epochs_run": epoch + 1,
             "best_epoch": best_epoch if best_state is not None else epoch,
             f"val_{'pairwise_accuracy' if self.val_metric == 'pairwise' else self.val_metric}":
                 best_acc if best_state is not None else None,
             "train_programs_per_s": seen / spent if spent else None,
+            **({"soup": soup} if soup else {}),
         }
+
+    def _soup(self, net, top, best_acc, X, y, groups, val, device) -> dict:
+        """Loads the average of ``top``'s weights into ``net`` when it validates at least as well as the best
+        epoch (``net`` holds the best epoch's on entry and keeps them otherwise); returns what was tried."""
+        best = copy.deepcopy(net.state_dict())
+        avg = {k: (torch.stack([t[2][k] for t in top]).mean(0) if v.is_floating_point() else v)
+               for k, v in best.items()}
+        net.load_state_dict(avg)
+        acc = validation_score(self.val_metric, y[val], self._scores(net, X, val, device).mean(1), groups[val])
+        kept = bool(acc >= best_acc)
+        if not kept:
+            net.load_state_dict(best)
+        return {"epochs": sorted(t[1] for t in top), "val": float(acc), "kept": kept}
 
     def _scores(self, net: nn.Module, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> np.ndarray:
         """Scores [len(idx), n_heads] in batches of PREDICT_BATCH, in eval mode without autograd."""
