@@ -189,7 +189,7 @@ def markdown(rows: list[dict]) -> str:
              "| fit s |", "|---|---|---|---|---|---|---|---|---|---|"]
     names = list(dict.fromkeys(r["name"] for r in rows))
     for name in names:
-        group = [r for r in rows if r["name"] == name]
+        group = sorted((r for r in rows if r["name"] == name), key=lambda r: r["seed"])  # two processes interleave
 
         def cell(key, group=group):
             v = np.array([r[key] for r in group], float)
