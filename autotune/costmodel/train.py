@@ -224,9 +224,10 @@ def _fit_seed(dataset: str, held: list[str], kind: str, params: dict, seed: int,
 def _default_threads(kind: str, params: dict) -> int | None:
     """The thread count a ``kind`` model made with ``params`` has (an ensemble: its first member's)."""
     from . import create
+    from .ensemble import EnsembleCostModel
 
     model = create(kind, **params)
-    if hasattr(model, "member_seeds"):
+    if isinstance(model, EnsembleCostModel):
         model = model._member(model.members[0], 0)
     p = model.get_params()
     return p.get("num_threads", p.get("nthread"))

@@ -82,8 +82,9 @@ def _main(args) -> int:
         raise UserError(f"--threads: {args.threads} is not a number of threads; give 1 or more")
     if (specs or ensembles) and not args.table_only:
         setup_logging()
-        _run(args, specs, seeds)
-        _run_ensembles(args, ensembles)
+        split = _split(args)  # loaded once for the fits and the ensembles
+        _run(args, specs, seeds, split)
+        _run_ensembles(args, ensembles, split)
     rows = _read(args.out)
     md = os.path.splitext(args.out)[0] + ".md"
     with open(md, "w", encoding="utf-8") as f:
@@ -107,15 +108,21 @@ def _read(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _run(args, specs, seeds) -> None:
+def _split(args) -> tuple:
+    """(data, training programs, held-out model -> task keys) of ``--dataset`` split by ``--held-out``."""
     from autotune.costmodel.data import load_split
-    from autotune.costmodel.train import train_seeds
     from autotune.data.splits import HELD_OUT_MODELS
 
-    done = {(r["name"], r["seed"]) for r in _read(args.out)}
     held = args.held_out.split(",") if args.held_out else HELD_OUT_MODELS
     data, train_keys, test_keys = load_split(args.dataset, held)
-    train = data.select_tasks(train_keys)
+    return data, data.select_tasks(train_keys), test_keys
+
+
+def _run(args, specs, seeds, split) -> None:
+    from autotune.costmodel.train import train_seeds
+
+    done = {(r["name"], r["seed"]) for r in _read(args.out)}
+    data, train, test_keys = split
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     for name, kind, params in specs:
         for seed in seeds:
@@ -140,23 +147,18 @@ def _append(args, row: dict) -> None:
         f.write(json.dumps(row) + "\n")
 
 
-def _run_ensembles(args, ensembles) -> None:
+def _run_ensembles(args, ensembles, split) -> None:
     """Seed ensembles of saved fits: ensemble seed ``s`` of N copies = the variant's fits with seeds N·s .. N·s+N-1
     (``EnsembleCostModel.member_seeds``), each member centred and scaled on the training programs as ``fit``
     does, scored in the same views as a fitted row. Ensemble seeds whose members are not all saved are skipped."""
     if not ensembles:
         return
     from autotune.costmodel import load, registered_kind
-    from autotune.costmodel.data import load_split
     from autotune.costmodel.ensemble import EnsembleCostModel
     from autotune.costmodel.evaluate import evaluate
-    from autotune.data.splits import HELD_OUT_MODELS
 
-    done = {(r["name"], r["seed"]) for r in _read(args.out)}
-    held = args.held_out.split(",") if args.held_out else HELD_OUT_MODELS
-    data, train_keys, test_keys = load_split(args.dataset, held)
-    train = data.select_tasks(train_keys)
-    rows = {(r["name"], r["seed"]): r for r in _read(args.out)}
+    data, train, test_keys = split
+    rows = {(r["name"], r["seed"]): r for r in _read(args.out)}  # the fits' rows, read after this run's fits
     for name, variant, n in ensembles:
         folder = os.path.join(args.models_dir, variant)
         saved = sorted(int(d[4:]) for d in os.listdir(folder) if d.startswith("seed") and d[4:].isdigit()) \
@@ -165,7 +167,7 @@ def _run_ensembles(args, ensembles) -> None:
             raise UserError(f"--seed-ensemble {name}: no saved fits of variant {variant!r} under {folder}")
         for s in range(max(saved) // n + 1):
             seeds = list(range(n * s, n * s + n))
-            if (name, s) in done or not set(seeds) <= set(saved):
+            if (name, s) in rows or not set(seeds) <= set(saved):
                 continue
             members = [load(os.path.join(folder, f"seed{k}")) for k in seeds]
             kinds = {registered_kind(m) for m in members}
