@@ -370,6 +370,16 @@ def test_soup_averages_the_best_epochs_and_keeps_the_average_only_when_it_valida
     assert hist["soup"]["kept"] == (hist["soup"]["val"] >= seen["best_acc"])
     for k, v in model.net_.state_dict().items():
         torch.testing.assert_close(v, chosen[k])
+    # soup_of: any number of the candidates averaged, whatever validation says; the fitted model is unchanged
+    one, three = model.soup_of(1), model.soup_of(3)
+    for k in top[0][2]:
+        torch.testing.assert_close(one.net_.state_dict()[k], top[0][2][k])
+        torch.testing.assert_close(three.net_.state_dict()[k], mean[k])
+        torch.testing.assert_close(model.net_.state_dict()[k], chosen[k])
+    assert three.history_["soup"]["epochs"] == hist["soup"]["epochs"]
+    assert not np.allclose(one.predict(X.subset(test)), three.predict(X.subset(test)))
+    with pytest.raises(ValueError, match="soup_of"):
+        model.soup_of(4)
     # by hand on the fitted net: a bar the average cannot reach keeps the weights, one it clears takes the average
     before = {k: v.clone() for k, v in model.net_.state_dict().items()}
     assert real_soup(model, model.net_, top, 2.0, *seen["args"])["kept"] is False

@@ -277,6 +277,7 @@ class TorchRankerModel(CostModel):
                 break
         if best_state is not None:
             net.load_state_dict(best_state)
+        self.soup_candidates_ = top  # in memory only (not saved): ``soup_of`` averages any number of them
         soup = self._soup(net, top, best_acc, X, y, groups, val, device) if len(top) > 1 else None
         return {
             "epochs_run": epoch + 1,
@@ -286,6 +287,24 @@ class TorchRankerModel(CostModel):
             "train_programs_per_s": seen / spent if spent else None,
             **({"soup": soup} if soup else {}),
         }
+
+    def soup_of(self, k: int) -> TorchRankerModel:
+        """A copy of this fitted model whose network holds the uniform average of the ``k`` best validation
+        epochs' weights of its fit, whatever validation says of the average (``k`` = 1: the best epoch alone).
+        The candidates exist only after a fit in this process with ``soup`` ≥ ``k``: experiments compare
+        several averages of one fit without fitting again (``experiments/costmodel/variants.py --soups``)."""
+        top = getattr(self, "soup_candidates_", None)
+        if not top or not 1 <= k <= len(top):
+            raise ValueError(f"soup_of({k}): this model holds {len(top or [])} soup candidates; fit it with soup >= {k} "
+                             "in this process")
+        out = copy.copy(self)
+        out.net_ = copy.deepcopy(self.net_)
+        out.net_.load_state_dict({key: (torch.stack([t[2][key] for t in top[:k]]).mean(0) if v.is_floating_point() else v)
+                                  for key, v in top[0][2].items()})
+        out.net_.eval()
+        out.history_ = {**(self.history_ or {}), "soup": {"epochs": sorted(t[1] for t in top[:k]), "kept": True,
+                                                           "ungated": True}}
+        return out
 
     def _soup(self, net, top, best_acc, X, y, groups, val, device) -> dict:
         """Loads the average of ``top``'s weights into ``net`` when it validates at least as well as the best

@@ -70,6 +70,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-ensemble", action="append", default=[],
                     help="NAME=VARIANT:N: score seed ensembles of N saved fits of VARIANT (repeat)")
     ap.add_argument("--threads", type=int, default=None, help="threads per fit (default: the kind's)")
+    ap.add_argument("--soups", default="", help="K,K,...: also score each torch fit's K best validation epochs "
+                    "averaged (rows <name>+soup<K>; the spec needs \"soup\" >= the largest K)")
     args = ap.parse_args(argv)
     return run_main(lambda: _main(args))
 
@@ -78,6 +80,16 @@ def _main(args) -> int:
     specs = [parse_spec(s) for s in args.spec]
     ensembles = [parse_ensemble(e) for e in args.seed_ensemble]
     seeds = seed_list(args.seeds)
+    try:
+        args.soups = sorted({int(k) for k in args.soups.split(",") if k.strip()})
+    except ValueError:
+        raise UserError(f"--soups {args.soups!r}: expected numbers of epochs, e.g. 1,3,5") from None
+    if any(k < 1 for k in args.soups):
+        raise UserError(f"--soups {args.soups}: every K must be 1 or more")
+    for name, _, params in specs if args.soups else []:
+        if not isinstance(params.get("soup"), int) or params["soup"] < max(args.soups):
+            raise UserError(f"--soups {','.join(map(str, args.soups))}: spec {name!r} keeps "
+                            f"{params.get('soup', 0)} epochs' weights; give it \"soup\": {max(args.soups)} or more")
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads: {args.threads} is not a number of threads; give 1 or more")
     if (specs or ensembles) and not args.table_only:
@@ -131,7 +143,25 @@ def _run(args, specs, seeds, split) -> None:
             fits = train_seeds(kind, params, [seed], train, data, test_keys, threads=args.threads)  # one fit, scored as the comparison
             fits["model"].save(os.path.join(args.models_dir, name, f"seed{seed}"))
             _append(args, _row(name, kind, params, seed, fits["runs"][0], test_keys, args.dataset,
-                               fit_s=fits["fit_seconds"][0], history=getattr(fits["model"], "history_", None)))
+                               fit_s=fits["fit_seconds"][0], history=getattr(fits["model"], "history_", None),
+                               train_programs=len(train)))
+            _run_soups(args, name, kind, params, seed, fits, split)
+
+
+def _run_soups(args, name, kind, params, seed, fits, split) -> None:
+    """``--soups``: rows ``<name>+soup<k>`` from the fit just made, its ``k`` best validation epochs' weights
+    averaged whatever validation says (``soup_of``; k = 1 is the best epoch alone), paired with ``<name>``
+    exactly: same fit, same seed."""
+    from autotune.costmodel.evaluate import evaluate
+
+    data, train, test_keys = split
+    model = fits["model"]
+    held = len(getattr(model, "soup_candidates_", None) or [])
+    for k in [k for k in args.soups if k <= held]:  # fewer candidates: validation ran fewer epochs than k
+        soup = model.soup_of(k)
+        _append(args, _row(f"{name}+soup{k}", kind, {**params, "soup_of": k}, seed, evaluate(soup, data, test_keys),
+                           test_keys, args.dataset, fit_s=fits["fit_seconds"][0], history=soup.history_,
+                           train_programs=len(train)))
 
 
 def _row(name, kind, params, seed, result, test_keys, dataset, **extra) -> dict:
@@ -179,16 +209,18 @@ def _run_ensembles(args, ensembles, split) -> None:
                                                   "member_params": base.get("params")}, s,
                                evaluate(ens, data, test_keys), test_keys, args.dataset,
                                fit_s=sum(rows.get((variant, k), {}).get("fit_s", float("nan")) for k in seeds),
-                               member_seeds=seeds))
+                               member_seeds=seeds, train_programs=len(train)))
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["# Cost-model variants (exploratory; `experiments/costmodel/variants.py`)", "",
              "Held-out mean over the held-out models (resnet50, mobilenet_v2, bert_base unless --held-out); mean ± sd over the seeds run. Fit seconds are "
              "from whatever else ran beside (see each line's `measured_on` in the JSONL); a variant counts only "
-             "once registered and trained by `make train-costmodel`.", "",
-             "| name | kind | keywords | seeds | top-1 all | top-5 all | pairwise all | top-1 search | top-5 search "
-             "| fit s |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "once registered and trained by `make train-costmodel`. Training programs: the size of the training split "
+             "each row was fitted on (— for rows written before the column existed, 2026-12-07: fitted on the "
+             "main set as of commit 2cf21ca or earlier); rows fitted on different sets do not compare.", "",
+             "| name | kind | keywords | seeds | training programs | top-1 all | top-5 all | pairwise all | top-1 search "
+             "| top-5 search | fit s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     names = list(dict.fromkeys(r["name"] for r in rows))
     for name in names:
         group = sorted((r for r in rows if r["name"] == name), key=lambda r: r["seed"])  # two processes interleave
@@ -198,7 +230,9 @@ def markdown(rows: list[dict]) -> str:
             return f"{v.mean():.3f}" + (f" ± {v.std(ddof=1):.3f}" if len(v) > 1 else "")
 
         seeds = ",".join(str(r["seed"]) for r in group)
-        lines.append(f"| {name} | {group[0]['kind']} | `{json.dumps(group[0]['params'])}` | {seeds} | "
+        sizes = sorted({r.get("train_programs") for r in group}, key=lambda v: (v is None, v))
+        sizes_cell = ", ".join("—" if v is None else f"{v:,}" for v in sizes)
+        lines.append(f"| {name} | {group[0]['kind']} | `{json.dumps(group[0]['params'])}` | {seeds} | {sizes_cell} | "
                      + " | ".join(cell(k) for k in METRICS) + f" | {np.mean([r['fit_s'] for r in group]):.0f} |")
     return "\n".join(lines + [""])
 
