@@ -390,3 +390,33 @@ def test_soup_averages_the_best_epochs_and_keeps_the_average_only_when_it_valida
         torch.testing.assert_close(v, mean[k])
     acc = pairwise_accuracy(-y[test], model.predict(X.subset(test)), groups[test])
     assert acc > 0.7, f"seq-lstm, soup of 3 epochs: held-out pairwise accuracy {acc:.3f}"
+
+
+def test_task_weights_scale_each_groups_loss_by_its_latency(data):
+    """``task_weight="latency"``: a group's ranking loss counts ∝ its best latency ** power, mean 1 over the
+    training groups (hand-computed), and a fit without latencies says what it needs."""
+    y = torch.tensor([[1.0, 0.5, 0.2], [1.0, 0.3, 0.1]])
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    s = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.1, 0.9]])
+    alone = [lambda_rank_loss(s[i : i + 1], y[i : i + 1], mask[i : i + 1]).item() for i in range(2)]
+    both = lambda_rank_loss(s, y, mask, group_weight=torch.tensor([3.0, 0.0])).item()
+    assert both == pytest.approx(3.0 * alone[0] / 2)  # the mean over groups of each group's weighted sum
+    assert lambda_rank_loss(s, y, mask, group_weight=torch.ones(2)).item() == pytest.approx(sum(alone) / 2)
+
+    groups = np.array([0, 0, 1, 1, 2, 2, 5])
+    latency = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 17.0, 64.0]) * 1e-3
+    model = SeqCostModel(task_weight="latency")
+    model.fit_latency_ = latency
+    w = model._group_weights(groups, np.arange(6))  # group 5 is not a training group: it keeps 1
+    # best 1, 4, 16 ms; median 4: (0.25, 1, 4) ** 0.5 = (0.5, 1, 2), mean 7/6
+    np.testing.assert_allclose(w, [3 / 7, 6 / 7, 12 / 7, 1, 1, 1])
+    with pytest.raises(ValueError, match="task_weight"):
+        SeqCostModel(task_weight="flops")
+    X, y, groups, test = data
+    with pytest.raises(ValueError, match="latency"):
+        SeqCostModel(**{**FAST, "epochs": 1}, task_weight="latency").fit(X, y, groups)
+    with pytest.raises(ValueError, match="latency"):
+        SeqCostModel(**{**FAST, "epochs": 1}).fit(X, y, groups, latency=np.zeros(len(y)))
+    lat = 1.0 / np.maximum(y, 1e-3) * (1.0 + groups)  # heavier groups later
+    model = SeqCostModel(**{**FAST, "epochs": 3}, task_weight="latency").fit(X, y, groups, latency=lat)
+    assert model.is_fitted and not hasattr(model, "fit_latency_")  # the latencies are not kept on the model

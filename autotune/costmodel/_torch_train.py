@@ -33,6 +33,7 @@ PREDICT_BATCH = 4096
 MAX_VAL_GROUP = 1000  # validation looks at most at this many programs of one task
 VAL_METRICS = ("pairwise", "topk")
 LR_SCHEDULES = ("constant", "cosine")
+TASK_WEIGHTS = ("uniform", "latency")
 COSINE_FLOOR = 0.05  # the cosine schedule ends at this share of ``lr``
 
 
@@ -58,7 +59,7 @@ def torch_threads(n: int) -> Iterator[None]:
 
 def lambda_rank_loss(
     scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, sigma: float = 1.0, eps: float = 1e-10,
-    gain_scale: float = 1.0,
+    gain_scale: float = 1.0, group_weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """LambdaLoss (NDCG-weighted pairwise logistic loss), one row per task group.
 
@@ -67,7 +68,7 @@ def lambda_rank_loss(
     the predicted order (as MetaSchedule's ``lambda_rank_loss``, batched over groups) and gains
     G = 2^(gain_scale·y) - 1: with y the normalized throughput in (0, 1], ``gain_scale`` > 1 puts the
     weight on the order among the fastest programs (what top-1 reads). Returns the mean over groups of
-    the per-group sum.
+    the per-group sum, each group's sum times its ``group_weight`` [G] when given.
     """
     n_groups, width = scores.shape
     y = y.masked_fill(~mask, 0.0)
@@ -83,6 +84,8 @@ def lambda_rank_loss(
     weight = (inv[:, None] - inv[None, :]).abs()[None] * (gain[:, :, None] - gain[:, None, :]).abs()
     pairs = m[:, :, None] & m[:, None, :] & (t[:, :, None] > t[:, None, :])
     logp = F.logsigmoid(sigma * (s[:, :, None] - s[:, None, :]))
+    if group_weight is not None:
+        weight = weight * group_weight[:, None, None]
     return -(weight * logp)[pairs].sum() / max(n_groups, 1)
 
 
@@ -152,7 +155,8 @@ class TorchRankerModel(CostModel):
     def __init__(self, *, epochs: int = 30, lr: float = 2e-3, weight_decay: float = 1e-2, batch_groups: int = 8,
                  min_batches: int = 16, max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 10,
                  mse_weight: float = 0.0, grad_clip: float = 1.0, gain_scale: float = 1.0,
-                 val_metric: str = "pairwise", lr_schedule: str = "constant", soup: int = 0, seed: int = 0,
+                 val_metric: str = "pairwise", lr_schedule: str = "constant", soup: int = 0,
+                 task_weight: str = "uniform", task_weight_power: float = 0.5, seed: int = 0,
                  num_threads: int = 2, device: str = "cpu") -> None:
         """``gain_scale``: the LambdaRank gains' sharpness (``lambda_rank_loss``); ``val_metric``: what early
         stopping keeps the best epoch by, ``pairwise`` accuracy or ``topk`` (mean of the validation tasks'
@@ -164,11 +168,17 @@ class TorchRankerModel(CostModel):
         fine-tune keeps its constant rate). ``soup`` > 1: the weights of the ``soup`` epochs with the best
         validation scores are averaged at the end of the fit (a uniform "model soup", Wortsman et al. 2022; epochs
         of one run lie in one basin, as in SWA), and the average is kept when it scores at least as well on
-        validation as the best epoch alone (else the best epoch is): one network, so prediction costs the same."""
+        validation as the best epoch alone (else the best epoch is): one network, so prediction costs the same.
+        ``task_weight``: how much each training task's ranking loss counts — ``uniform`` (every task alike) or
+        ``latency`` (∝ the task's best measured latency ** ``task_weight_power``, scaled to mean 1 over the
+        training tasks; needs ``fit(..., latency=...)``): TenSet's top-k weighs a task by its latency, so a
+        model fitted mostly on microsecond tasks is scored mostly on millisecond ones."""
         if val_metric not in VAL_METRICS:
             raise ValueError(f"val_metric: unknown {val_metric!r}; valid: {', '.join(VAL_METRICS)}")
         if lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule: unknown {lr_schedule!r}; valid: {', '.join(LR_SCHEDULES)}")
+        if task_weight not in TASK_WEIGHTS:
+            raise ValueError(f"task_weight: unknown {task_weight!r}; valid: {', '.join(TASK_WEIGHTS)}")
         if not (isinstance(soup, int) and soup >= 0):
             raise ValueError(f"soup: the number of best epochs to average must be an integer >= 0 (0 or 1: off); got {soup!r}")
         self._store_params(locals())
@@ -210,8 +220,23 @@ class TorchRankerModel(CostModel):
             self._fit_stats(net, X, train)
             net.to(device)
             self.net_ = net
-            self.history_ = self._train(net, X, y, groups, train, val, rng, device, schedule=self.lr_schedule)
+            self.history_ = self._train(net, X, y, groups, train, val, rng, device, schedule=self.lr_schedule,
+                                        group_weight=self._group_weights(groups, train))
         self.net_.eval()
+
+    def _group_weights(self, groups: np.ndarray, train: np.ndarray) -> np.ndarray | None:
+        """Group id -> loss weight (``task_weight``); None when uniform."""
+        if self.task_weight == "uniform":
+            return None
+        latency = getattr(self, "fit_latency_", None)
+        if latency is None:
+            raise ValueError(f"task_weight={self.task_weight!r} needs the programs' latencies: fit(X, y, groups, latency=...)")
+        ids = np.unique(groups[train])
+        best = np.array([latency[train][groups[train] == g].min() for g in ids])
+        w = (best / np.median(best)) ** self.task_weight_power
+        out = np.ones(int(groups.max()) + 1)
+        out[ids] = w / w.mean()
+        return out
 
     def _fine_tune_from(self, base, X, y, groups, steps) -> None:
         """About ``steps`` optimizer steps (whole epochs of ``min_batches``) over the new programs at half
@@ -227,7 +252,7 @@ class TorchRankerModel(CostModel):
         self.net_.eval()
 
     def _train(self, net, X, y, groups, train, val, rng, device, epochs: int | None = None,
-               lr: float | None = None, schedule: str = "constant") -> dict:
+               lr: float | None = None, schedule: str = "constant", group_weight: np.ndarray | None = None) -> dict:
         base_lr, n_epochs = lr or self.lr, epochs or self.epochs
         opt = torch.optim.AdamW(net.parameters(), lr=base_lr, weight_decay=self.weight_decay)
         y_t = torch.as_tensor(y, dtype=torch.float32)
@@ -244,7 +269,9 @@ class TorchRankerModel(CostModel):
                 out = net(*self._inputs(X, idx, device))  # [n, heads]
                 target = y_t[idx].to(device)
                 pad_s, pad_y, mask = pad_groups(batch, out, target)
-                loss = sum(lambda_rank_loss(pad_s[..., h], pad_y, mask, gain_scale=self.gain_scale)
+                gw = (None if group_weight is None else
+                      torch.as_tensor(group_weight[[groups[c[0]] for c in batch]], dtype=torch.float32, device=device))
+                loss = sum(lambda_rank_loss(pad_s[..., h], pad_y, mask, gain_scale=self.gain_scale, group_weight=gw)
                            for h in range(out.shape[1]))
                 if self.mse_weight:
                     loss = loss + self.mse_weight * ((out - target[:, None]) ** 2).mean()

@@ -70,7 +70,10 @@ class CostModel(ABC):
     def is_fitted(self) -> bool:
         return getattr(self, "fitted_", False)
 
-    def fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> CostModel:
+    def fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, latency: np.ndarray | None = None) -> CostModel:
+        """``y``: each program's score to rank by within its task group (normalized throughput); ``latency``
+        (optional): its measured seconds, which a model may read for what ``y`` drops — how heavy each task
+        is (``task_weight`` of the torch rankers); models that do not need it ignore it."""
         y = np.asarray(y, dtype=np.float64)
         groups = np.asarray(groups)
         _check_batch(X)
@@ -82,7 +85,15 @@ class CostModel(ABC):
             raise ValueError("fit: X is empty")
         if not np.all(np.isfinite(y)):
             raise ValueError("fit: y has NaN/inf; filter failed programs before fitting")
-        self._fit(X, y, groups)
+        if latency is not None:
+            latency = np.asarray(latency, dtype=np.float64)
+            if latency.shape != (len(X),) or not np.all(np.isfinite(latency) & (latency > 0)):
+                raise ValueError(f"fit: latency must be {len(X)} positive finite seconds, one per program")
+        self.fit_latency_ = latency  # read by _fit where the model uses it; dropped after
+        try:
+            self._fit(X, y, groups)
+        finally:
+            del self.fit_latency_
         self.fitted_ = True
         return self
 

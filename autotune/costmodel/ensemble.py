@@ -128,7 +128,7 @@ class EnsembleCostModel(CostModel):
 
     def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
         self._check()
-        self.members_ = [self._member(k, s).fit(X, y, groups) for k, s in zip(self.members, self.member_seeds())]
+        self.members_ = [self._member(k, s).fit(X, y, groups, latency=self.fit_latency_) for k, s in zip(self.members, self.member_seeds())]
         self.norm_ = [within_task_scale(m.predict(X), groups) for m in self.members_]
 
     @classmethod

@@ -171,7 +171,7 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
         result = {"value": float("nan")}
         for step, frac in enumerate(FIDELITIES):
             params[fidelity_key] = max(1, int(round(full * frac)))
-            models = [create_seeded(kind, s, **params).fit(fit.batch, fit.y, fit.groups) for s in seeds]
+            models = [create_seeded(kind, s, **params).fit(fit.batch, fit.y, fit.groups, latency=fit.latency) for s in seeds]
             size = max(saved_bytes(m) for m in models)
             grow = full / params[fidelity_key] if fidelity_key in SIZE_GROWS_WITH else 1.0
             trial.set_user_attr("model_bytes" if frac == 1.0 else "projected_model_bytes", int(size * grow))

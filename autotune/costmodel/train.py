@@ -191,7 +191,7 @@ def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_key
         if threads is not None:
             model.set_threads(threads)
         t0 = time.time()
-        model.fit(train.batch, train.y, train.groups)
+        model.fit(train.batch, train.y, train.groups, latency=train.latency)
         fits.append(time.time() - t0)
         runs.append(evaluate_views(model, data, test_keys))
         if first is None:
