@@ -15,6 +15,9 @@ scored from fits already made: ``--seed-ensemble cosx3=cos:3`` groups the saved 
 as the registered ``EnsembleCostModel`` with a kind repeated 3 times would fit them (ensemble seed ``s`` =
 member seeds ``3s .. 3s+2``), puts each member on its within-task scale of the training programs, as its
 ``fit`` does, and scores the ensemble like any row (one row per ensemble seed whose members are all saved).
+``--soups 1,5`` (a spec with ``"soup": 5`` or more) adds rows ``<name>+soup1`` and ``<name>+soup5`` scored from the
+same fit: its 1 (the best epoch alone) and 5 best validation epochs' weights averaged whatever validation says
+(``TorchRankerModel.soup_of``), so the rows pair with each other exactly: same fit, no seed noise between them.
 ``--threads 1`` fits with one thread: the LSTM trains as fast on one core as on two here, so two processes
 with different ``--seeds`` make twice the fits in the same time.
 """
