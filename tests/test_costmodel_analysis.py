@@ -96,13 +96,29 @@ def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
     assert rows[2]["params"]["members"] == ["ms-xgb", "ms-xgb"] and rows[0]["params"] == {"n_estimators": 20}
     table = (tmp_path / "v.md").read_text()
     assert "| q | ms-xgb |" in table and "0,1" in table and "| qx2 | ensemble |" in table
-    assert subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300).returncode == 0
+    assert subprocess.run(args + ["--pair", "qx2=q"], cwd=ROOT, capture_output=True, text=True, timeout=300).returncode == 0
     assert len(out.read_text().splitlines()) == 3  # resumed: nothing retrained or rescored
+    paired = (tmp_path / "v.md").read_text().split("## Paired differences")[1]
+    d = rows[2]["all_top1"] - rows[0]["all_top1"]
+    assert f"| qx2 − q | 0 | {d:+.3f} |" in paired  # one common seed: no sd
+    # --soups: rows of the same fit's best epoch and its 2 best epochs averaged
+    soup_args = args[:-6] + ["--spec", 's:seq-lstm-cos:{"epochs": 3, "soup": 2, "d_model": 8}', "--seeds", "0",
+                             "--soups", "1,2", "--out", str(out)]
+    res = subprocess.run(soup_args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    soups = [json.loads(line) for line in out.read_text().splitlines()][3:]
+    assert [r["name"] for r in soups] == ["s", "s+soup1", "s+soup2"]
+    assert soups[1]["params"]["soup_of"] == 1 and soups[2]["history"]["soup"]["ungated"] is True
+    assert len(soups[2]["history"]["soup"]["epochs"]) == 2 and soups[0]["train_programs"] > 0
     for flag, bad in (("--spec", "q:nope:{}"), ("--spec", "q:seq:[1]"), ("--spec", "q-no-colons"),
-                      ("--seed-ensemble", "e=q:1"), ("--seed-ensemble", "e=nothing:2")):
+                      ("--seed-ensemble", "e=q:1"), ("--seed-ensemble", "e=nothing:2"), ("--pair", "q"),
+                      ("--pair", "q=nothing"), ("--soups", "1,x"), ("--soups", "0")):
         res = subprocess.run(args[:-6] + [flag, bad, "--out", str(out)], cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
         assert res.returncode == 2 and f"--{flag.strip('-')} {bad!r}"[:16] in res.stderr, (bad, res.stderr)
+    res = subprocess.run(args[:-6] + ["--spec", "q:ms-xgb:{}", "--soups", "2", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)  # refused before any fit: q keeps no epochs
+    assert res.returncode == 2 and "--soups '2': spec 'q'" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("script", ["experiments/costmodel/variants.py", "experiments/tuning_efficiency/run.py",

@@ -73,6 +73,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-ensemble", action="append", default=[],
                     help="NAME=VARIANT:N: score seed ensembles of N saved fits of VARIANT (repeat)")
     ap.add_argument("--threads", type=int, default=None, help="threads per fit (default: the kind's)")
+    ap.add_argument("--pair", action="append", default=[], metavar="A=B",
+                    help="add the paired difference A - B over their common seeds to the table (repeat)")
     ap.add_argument("--soups", default="", help="K,K,...: also score each torch fit's K best validation epochs "
                     "averaged (rows <name>+soup<K>; the spec needs \"soup\" >= the largest K)")
     args = ap.parse_args(argv)
@@ -83,16 +85,17 @@ def _main(args) -> int:
     specs = [parse_spec(s) for s in args.spec]
     ensembles = [parse_ensemble(e) for e in args.seed_ensemble]
     seeds = seed_list(args.seeds)
+    raw = args.soups
     try:
-        args.soups = sorted({int(k) for k in args.soups.split(",") if k.strip()})
+        args.soups = sorted({int(k) for k in raw.split(",") if k.strip()})
     except ValueError:
-        raise UserError(f"--soups {args.soups!r}: expected numbers of epochs, e.g. 1,3,5") from None
+        raise UserError(f"--soups {raw!r}: expected numbers of epochs, e.g. 1,3,5") from None
     if any(k < 1 for k in args.soups):
-        raise UserError(f"--soups {args.soups}: every K must be 1 or more")
+        raise UserError(f"--soups {raw!r}: every K must be 1 or more")
     for name, _, params in specs if args.soups else []:
         if not isinstance(params.get("soup"), int) or params["soup"] < max(args.soups):
-            raise UserError(f"--soups {','.join(map(str, args.soups))}: spec {name!r} keeps "
-                            f"{params.get('soup', 0)} epochs' weights; give it \"soup\": {max(args.soups)} or more")
+            raise UserError(f"--soups {raw!r}: spec {name!r} keeps {params.get('soup', 0)} epochs' weights; "
+                            f"give it \"soup\": {max(args.soups)} or more")
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads: {args.threads} is not a number of threads; give 1 or more")
     if (specs or ensembles) and not args.table_only:
@@ -101,11 +104,50 @@ def _main(args) -> int:
         _run(args, specs, seeds, split)
         _run_ensembles(args, ensembles, split)
     rows = _read(args.out)
+    pairs = [parse_pair(p, rows) for p in args.pair]
     md = os.path.splitext(args.out)[0] + ".md"
+    text = markdown(rows, pairs)
     with open(md, "w", encoding="utf-8") as f:
-        f.write(markdown(rows))
-    print(markdown(rows))
+        f.write(text)
+    print(text)
     return 0
+
+
+def parse_pair(text: str, rows: list[dict]) -> tuple[str, str]:
+    a, sep, b = text.partition("=")
+    names = {r["name"] for r in rows}
+    if not (sep and a and b):
+        raise UserError(f"--pair {text!r}: expected A=B, two variant names, e.g. 'cos62+soup5=cos62+soup1'")
+    for n in (a, b):
+        if n not in names:
+            raise UserError(f"--pair {text!r}: no rows named {n!r} in the results; names: {', '.join(sorted(names))}")
+    return a, b
+
+
+def paired_lines(rows: list[dict], pairs: list[tuple[str, str]]) -> list[str]:
+    """Per pair: the difference a − b of each metric over the seeds both have (mean ± sd, seeds a is ahead)."""
+    if not pairs:
+        return []
+    lines = ["", "## Paired differences (a − b over the seeds both have)", "",
+             "| a − b | seeds | top-1 all | top-5 all | pairwise all | top-1 search | top-1 ahead in |", "|---|---|---|---|---|---|---|"]
+    by = {(r["name"], r["seed"]): r for r in rows}
+    for a, b in pairs:
+        seeds = sorted(s for (n, s) in by if n == a and (b, s) in by)
+        if not seeds:
+            lines.append(f"| {a} − {b} | none in common | | | | | |")
+            continue
+
+        def diff(key, seeds=seeds, a=a, b=b):
+            return np.array([by[(a, s)][key] - by[(b, s)][key] for s in seeds])
+
+        def cell(key):
+            d = diff(key)
+            return f"{d.mean():+.3f}" + (f" ± {d.std(ddof=1):.3f}" if len(d) > 1 else "")
+
+        ahead = int((diff("all_top1") > 0).sum())
+        lines.append(f"| {a} − {b} | {','.join(map(str, seeds))} | {cell('all_top1')} | {cell('all_top5')} | "
+                     f"{cell('all_pairwise')} | {cell('search_top1')} | {ahead}/{len(seeds)} |")
+    return lines
 
 
 def parse_ensemble(text: str) -> tuple[str, str, int]:
@@ -215,7 +257,7 @@ def _run_ensembles(args, ensembles, split) -> None:
                                member_seeds=seeds, train_programs=len(train)))
 
 
-def markdown(rows: list[dict]) -> str:
+def markdown(rows: list[dict], pairs: list[tuple[str, str]] = ()) -> str:
     lines = ["# Cost-model variants (exploratory; `experiments/costmodel/variants.py`)", "",
              "Held-out mean over the held-out models (resnet50, mobilenet_v2, bert_base unless --held-out); mean ± sd over the seeds run. Fit seconds are "
              "from whatever else ran beside (see each line's `measured_on` in the JSONL); a variant counts only "
@@ -237,7 +279,7 @@ def markdown(rows: list[dict]) -> str:
         sizes_cell = ", ".join("—" if v is None else f"{v:,}" for v in sizes)
         lines.append(f"| {name} | {group[0]['kind']} | `{json.dumps(group[0]['params'])}` | {seeds} | {sizes_cell} | "
                      + " | ".join(cell(k) for k in METRICS) + f" | {np.mean([r['fit_s'] for r in group]):.0f} |")
-    return "\n".join(lines + [""])
+    return "\n".join(lines + paired_lines(rows, list(pairs)) + [""])
 
 
 if __name__ == "__main__":
