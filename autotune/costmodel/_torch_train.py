@@ -89,6 +89,12 @@ def lambda_rank_loss(
     return -(weight * logp)[pairs].sum() / max(n_groups, 1)
 
 
+def average_states(states: list[dict]) -> dict:
+    """The uniform average of state_dicts' floating-point tensors; other entries (counters) from the first."""
+    return {k: (torch.stack([st[k] for st in states]).mean(0) if v.is_floating_point() else v)
+            for k, v in states[0].items()}
+
+
 def split_groups(
     groups: np.ndarray, fraction: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -231,8 +237,9 @@ class TorchRankerModel(CostModel):
         latency = getattr(self, "fit_latency_", None)
         if latency is None:
             raise ValueError(f"task_weight={self.task_weight!r} needs the programs' latencies: fit(X, y, groups, latency=...)")
-        ids = np.unique(groups[train])
-        best = np.array([latency[train][groups[train] == g].min() for g in ids])
+        ids, inverse = np.unique(groups[train], return_inverse=True)
+        best = np.full(len(ids), np.inf)
+        np.minimum.at(best, inverse, latency[train])  # each training task's best latency
         w = (best / np.median(best)) ** self.task_weight_power
         out = np.ones(int(groups.max()) + 1)
         out[ids] = w / w.mean()
@@ -326,8 +333,7 @@ class TorchRankerModel(CostModel):
                              "in this process")
         out = copy.copy(self)
         out.net_ = copy.deepcopy(self.net_)
-        out.net_.load_state_dict({key: (torch.stack([t[2][key] for t in top[:k]]).mean(0) if v.is_floating_point() else v)
-                                  for key, v in top[0][2].items()})
+        out.net_.load_state_dict(average_states([t[2] for t in top[:k]]))
         out.net_.eval()
         out.history_ = {**(self.history_ or {}), "soup": {"epochs": sorted(t[1] for t in top[:k]), "kept": True,
                                                            "ungated": True}}
@@ -337,9 +343,7 @@ class TorchRankerModel(CostModel):
         """Loads the average of ``top``'s weights into ``net`` when it validates at least as well as the best
         epoch (``net`` holds the best epoch's on entry and keeps them otherwise); returns what was tried."""
         best = copy.deepcopy(net.state_dict())
-        avg = {k: (torch.stack([t[2][k] for t in top]).mean(0) if v.is_floating_point() else v)
-               for k, v in best.items()}
-        net.load_state_dict(avg)
+        net.load_state_dict(average_states([t[2] for t in top]))
         acc = validation_score(self.val_metric, y[val], self._scores(net, X, val, device).mean(1), groups[val])
         kept = bool(acc >= best_acc)
         if not kept:
