@@ -112,7 +112,8 @@ def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
     assert len(soups[2]["history"]["soup"]["epochs"]) == 2 and soups[0]["train_programs"] > 0
     for flag, bad in (("--spec", "q:nope:{}"), ("--spec", "q:seq:[1]"), ("--spec", "q-no-colons"),
                       ("--seed-ensemble", "e=q:1"), ("--seed-ensemble", "e=nothing:2"), ("--pair", "q"),
-                      ("--pair", "q=nothing"), ("--soups", "1,x"), ("--soups", "0")):
+                      ("--pair", "q=nothing"), ("--soups", "1,x"), ("--soups", "0"),
+                      ("--spec", 'q:seq-lstm-cos:{"task_weight": "flops"}'), ("--spec", 'q:ms-xgb:{"nope": 1}')):
         res = subprocess.run(args[:-6] + [flag, bad, "--out", str(out)], cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
         assert res.returncode == 2 and f"--{flag.strip('-')} {bad!r}"[:16] in res.stderr, (bad, res.stderr)

@@ -57,6 +57,12 @@ def parse_spec(spec: str) -> tuple[str, str, dict]:
         raise UserError(f"--spec {spec!r}: the keywords are not JSON ({err})") from None
     if not isinstance(params, dict):
         raise UserError(f"--spec {spec!r}: the keywords must be a JSON object")
+    from autotune.costmodel import create
+
+    try:  # a bad keyword or value is refused here, before any fit, not by a traceback after the split is loaded
+        create(kind, **params)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"--spec {spec!r}: {err}") from None
     return name, kind, params
 
 
