@@ -92,12 +92,12 @@ features: setup
 # SEEDS: train every model that many times and report mean ± sd and a paired comparison per model pair
 # (top-1 moves by tenths between seeds; issue 12's targets are read over >= 3 seeds)
 # Every row of experiments/costmodel/results/comparison.md: ~45 min of fits per seed on a 2-core CPU (seq,
-# seq-top and ensemble ~15 min each, seq-lstm-cos 15), ~3 h for 3 seeds; MODELS=xgb,ms-xgb retrains some and keeps the other rows.
+# seq-top and ensemble ~15 min each, seq-lstm-cos and seq-lstm-rows 15), ~3 h for 3 seeds; MODELS=xgb,ms-xgb retrains some and keeps the other rows.
 # JOBS: seeds fitted side by side, one process and cores/JOBS threads each (a torch fit runs about as fast on one
 # core as on two here, so 2 about halves the wall time; JOBS=1 fits one seed at a time with every core)
 SEEDS ?= 3
 JOBS ?= 2
-MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-top,ensemble,random
+MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-top,ensemble,random
 train-costmodel: features
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS) --jobs $(JOBS) --models $(MODELS)
 

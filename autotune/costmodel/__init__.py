@@ -22,6 +22,11 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     # seq-lstm trained 1.5x longer with the learning rate on a cosine decay (the constant-rate fit's best epoch
     # was its 28th of 30 on the 41k-program main set: still improving when it stopped)
     "seq-lstm-cos": ("autotune.costmodel.seq", "SeqCostModel", {"mixer": "lstm", "epochs": 45, "lr_schedule": "cosine"}),
+    # seq-lstm-cos reading each store's feature row as a sequence beside the pack-summed features (TLP's
+    # per-statement rows): held-out top-1 +0.028 +- 0.015 over seq-lstm-cos, ahead on 3/3 seeds
+    # (experiments/costmodel/results/variants.md, "rows"), same fit time and prediction rate
+    "seq-lstm-rows": ("autotune.costmodel.seq", "SeqCostModel",
+                      {"mixer": "lstm", "epochs": 45, "lr_schedule": "cosine", "store_mode": "rows"}),
     "seq-rows": ("autotune.costmodel.seq", "SeqCostModel", {"store_mode": "rows"}),
     # seq trained for the top of the order: LambdaRank gains 2^(4y) - 1 instead of 2^y - 1
     "seq-top": ("autotune.costmodel.seq", "SeqCostModel", {"gain_scale": 4.0}),

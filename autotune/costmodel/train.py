@@ -37,7 +37,7 @@ from autotune.data.store import portable_path
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.train")
-DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-top,ensemble,random"  # the comparison table's rows
+DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-top,ensemble,random"  # the comparison table's rows
 DEFAULT_SEEDS = 3
 HPARAMS_DIR = os.path.join("models", "hparams")
 BENCH_DIR = os.path.join("benchmarks", "results")
@@ -338,6 +338,7 @@ def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list
 def _quick(kind: str) -> dict:
     return {"xgb": {"n_estimators": 40}, "xgb-reg": {"n_estimators": 40}, "ms-xgb": {"n_estimators": 40},
             "ms-mlp": {"epochs": 3}, "seq": {"epochs": 3}, "seq-lstm": {"epochs": 2}, "seq-lstm-cos": {"epochs": 2},
+            "seq-lstm-rows": {"epochs": 2},
             "seq-top": {"epochs": 3}}.get(kind, {})
 
 
