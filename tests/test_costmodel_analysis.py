@@ -110,7 +110,18 @@ def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
     assert [r["name"] for r in soups] == ["s", "s+soup1", "s+soup2"]
     assert soups[1]["params"]["soup_of"] == 1 and soups[2]["history"]["soup"]["ungated"] is True
     assert len(soups[2]["history"]["soup"]["epochs"]) == 2 and soups[0]["train_programs"] > 0
+    # --committee: saved fits of different variants combined seed by seed (s has no seed 1: skipped); one member
+    # scores its saved fit alone, the same numbers as its own row
+    res = subprocess.run(args[:-6] + ["--committee", "qs=q+s", "--committee", "qa=q", "--seeds", "0,1", "--out",
+                                      str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "qs: seed 1 skipped" in res.stderr
+    new = [json.loads(line) for line in out.read_text().splitlines()][6:]
+    assert [(r["name"], r["seed"]) for r in new] == [("qs", 0), ("qa", 0), ("qa", 1)]
+    assert new[0]["kind"] == "ensemble" and new[0]["params"]["members"] == ["ms-xgb", "seq-lstm-cos"]
+    assert [r["all_top1"] for r in new[1:]] == [rows[0]["all_top1"], rows[1]["all_top1"]]
     for flag, bad in (("--spec", "q:nope:{}"), ("--spec", "q:seq:[1]"), ("--spec", "q-no-colons"),
+                      ("--committee", "c="), ("--committee", "c=nothing"),
                       ("--seed-ensemble", "e=q:1"), ("--seed-ensemble", "e=nothing:2"), ("--pair", "q"),
                       ("--pair", "q=nothing"), ("--soups", "1,x"), ("--soups", "0"),
                       ("--spec", 'q:seq-lstm-cos:{"task_weight": "flops"}'), ("--spec", 'q:ms-xgb:{"nope": 1}')):

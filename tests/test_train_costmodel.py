@@ -88,9 +88,19 @@ def test_train_costmodel_over_seeds(cli, tmp_path):
     """--seeds N: mean and spread; retraining one model keeps the others' rows and re-pairs them."""
     res = cli("autotune.costmodel.train", "--dataset", TEST_DATASET, "--held-out", "tiny", "--quick",
               "--models", "xgb,random", "--seeds", "3", "--models-dir", str(tmp_path / "m"),
-              "--results", str(tmp_path / "r"), timeout=600)
+              "--results", str(tmp_path / "r"), "--save-seeds", str(tmp_path / "s"), timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     comparison = json.loads((tmp_path / "r" / "comparison.json").read_text())
+    # --save-seeds: every seed's fit, loadable; seed 0's is the model saved in --models-dir
+    from autotune.costmodel import load
+
+    hw = comparison["hardware_id"]
+    assert sorted(os.listdir(tmp_path / "s")) == ["random", "xgb"]
+    for kind in ("xgb", "random"):
+        assert sorted(os.listdir(tmp_path / "s" / kind)) == ["seed0", "seed1", "seed2"]
+    first, shipped = load(str(tmp_path / "s" / "xgb" / "seed0")), load(str(tmp_path / "m" / hw / "xgb"))
+    assert first.get_params() == shipped.get_params()
+    assert load(str(tmp_path / "s" / "xgb" / "seed2")).get_params()["seed"] == 2
     random_row = [r for r in comparison["rows"] if r["kind"] == "random"][0]
     assert random_row["metrics"]["over_seeds"]["all"]["sd"]["pairwise"] > 0  # different seeds, different scores
     # --summarize-only fits nothing and rebuilds the same table from comparison.json

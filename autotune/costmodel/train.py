@@ -6,7 +6,8 @@ every seed), evaluates each fit on the held-out models in three views (``costmod
 programs, search-produced programs, tasks no training model shares), reports mean ± sd over seeds and
 a paired comparison of every two models over the same seeds (``--jobs N``: N seeds fitted side by side in
 their own processes, one thread each), measures prediction throughput, saves the
-first seed's model with a card under ``--models-dir``, and writes the comparison (markdown + JSON, with
+first seed's model with a card under ``--models-dir`` (``--save-seeds DIR``: every seed's fit as well, at
+``DIR/<kind>/seed<k>``, the layout ``experiments/costmodel/variants.py --committee`` reads), and writes the comparison (markdown + JSON, with
 issue 12's done-when targets checked against the numbers) and a predicted-vs-measured PNG under
 ``--results``.
 """
@@ -112,6 +113,9 @@ def main(argv=None) -> int:
                     help="fit this many seeds side by side, each in its own process with cores/N threads (the torch "
                          "models train about as fast on one core as on two here: 2 halves their wall time; default: "
                          "%(default)s)")
+    ap.add_argument("--save-seeds", default=None, metavar="DIR",
+                    help="also save every seed's fit at DIR/<kind>/seed<k> (committees of saved fits: "
+                         "experiments/costmodel/variants.py --committee; default: only the first seed's, in --models-dir)")
     ap.add_argument("--quick", action="store_true", help="small models/epochs (CI)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="fit nothing: rebuild comparison.md from --results/comparison.json (the paired table and the "
@@ -171,20 +175,21 @@ def _write_comparison(result: dict, models_dir: str, results_dir: str) -> None:
 
 
 def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_keys, threads: int | None = None,
-                jobs: int = 1, source: tuple[str, list[str]] | None = None) -> dict:
+                jobs: int = 1, source: tuple[str, list[str]] | None = None, save_seeds: str | None = None) -> dict:
     """Fit ``kind`` once per seed (once, seed None, when it takes no seed) and evaluate every fit in all
     views (``threads``: each fit's, default the kind's). Returns the first fit's model and, per seed, the
     evaluate() result and fit seconds. ``jobs`` > 1 with ``source`` = (dataset, held-out models): the seeds
     are fitted in that many processes side by side (``_fit_seed``, each loading the split itself), every fit
     the same as in this process (the kind, params and seed; threads ``cpu_count // jobs`` unless given); fit
-    seconds are then each fit's own beside the others."""
+    seconds are then each fit's own beside the others. ``save_seeds``: every fit saved at
+    ``<save_seeds>/seed<k>`` (a seedless kind's one fit under every seed asked: it is the same model for each)."""
     from . import create, takes_seed
     from .evaluate import evaluate as evaluate_views
 
     used = list(seeds) if takes_seed(kind) else [None]
     if jobs > 1 and len(used) > 1 and source is not None:
         return _train_seeds_parallel(kind, params, used, threads or max(1, (os.cpu_count() or 1) // jobs), jobs,
-                                     source)
+                                     source, save_seeds)
     first, runs, fits = None, [], []
     for seed in used:
         model = create(kind, **(params if seed is None else {**params, "seed": seed}))
@@ -194,6 +199,8 @@ def train_seeds(kind: str, params: dict, seeds: list[int], train, data, test_key
         model.fit(train.batch, train.y, train.groups, latency=train.latency)
         fits.append(time.time() - t0)
         runs.append(evaluate_views(model, data, test_keys))
+        for k in ([seed] if seed is not None else seeds) if save_seeds else []:
+            _save_as_threads(kind, params, model, os.path.join(save_seeds, f"seed{k}"))
         if first is None:
             first = model
         _log_fit(kind, seed, runs[-1], fits[-1])
@@ -214,11 +221,16 @@ def _fit_seed(dataset: str, held: list[str], kind: str, params: dict, seed: int,
     setup_logging()
     data, train_keys, test_keys = load_split(dataset, held)
     out = train_seeds(kind, params, [seed], data.select_tasks(train_keys), data, test_keys, threads=threads)
-    saved = _default_threads(kind, params)
-    if saved:  # saved with the kind's own thread count (the search's), not the one it was fitted with here
-        out["model"].set_threads(saved)
-    out["model"].save(save_dir)
+    _save_as_threads(kind, params, out["model"], save_dir)
     return out["runs"][0], out["fit_seconds"][0]
+
+
+def _save_as_threads(kind: str, params: dict, model, path: str) -> None:
+    """Save ``model`` with the kind's own thread count (the search's), not the one it was fitted with."""
+    saved = _default_threads(kind, params)
+    if saved:
+        model.set_threads(saved)
+    model.save(path)
 
 
 def _default_threads(kind: str, params: dict) -> int | None:
@@ -233,8 +245,9 @@ def _default_threads(kind: str, params: dict) -> int | None:
     return p.get("num_threads", p.get("nthread"))
 
 
-def _train_seeds_parallel(kind, params, seeds, threads, jobs, source) -> dict:
+def _train_seeds_parallel(kind, params, seeds, threads, jobs, source, save_seeds=None) -> dict:
     import multiprocessing
+    import shutil
     import tempfile
     from concurrent.futures import ProcessPoolExecutor
 
@@ -247,6 +260,10 @@ def _train_seeds_parallel(kind, params, seeds, threads, jobs, source) -> dict:
                    for seed in seeds]
         done = [f.result() for f in futures]  # a worker's error is raised here, naming what failed
         first = load(os.path.join(tmp, str(seeds[0])))
+        for seed in seeds if save_seeds else []:
+            dest = os.path.join(save_seeds, f"seed{seed}")
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(os.path.join(tmp, str(seed)), dest)
     return {"model": first, "seeds": seeds, "runs": [r for r, _ in done], "fit_seconds": [t for _, t in done],
             "jobs": jobs, "threads": threads}
 
@@ -278,7 +295,8 @@ def _main(args) -> int:
     test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
     for kind in kinds:
         params = params_for(kind, args.quick)
-        fits = train_seeds(kind, params, seeds, train, data, test_keys, jobs=args.jobs, source=(args.dataset, held))
+        fits = train_seeds(kind, params, seeds, train, data, test_keys, jobs=args.jobs, source=(args.dataset, held),
+                           save_seeds=args.save_seeds and os.path.join(args.save_seeds, kind))
         model, runs = fits["model"], fits["runs"]
         metrics = {**runs[0], "over_seeds": over_seeds(runs)}
         thr = _throughput(model, test_all.batch)

@@ -18,6 +18,11 @@ member seeds ``3s .. 3s+2``), puts each member on its within-task scale of the t
 ``--soups 1,5`` (a spec with ``"soup": 5`` or more) adds rows ``<name>+soup1`` and ``<name>+soup5`` scored from the
 same fit: its 1 (the best epoch alone) and 5 best validation epochs' weights averaged whatever validation says
 (``TorchRankerModel.soup_of``), so the rows pair with each other exactly: same fit, no seed noise between them.
+``--committee rowsxms=seq-lstm-rows+ms-xgb`` scores, for every seed in ``--seeds`` that all its members have saved
+(``--models-dir``/<member>/seed<k>: a variant's fits, or ``python -m autotune.costmodel.train --save-seeds DIR``'s),
+the committee of those fits as the registered ``ensemble`` kind would combine them (each on its within-task scale of
+the training programs, averaged); one member (``rows=seq-lstm-rows``) scores that saved fit alone, so a committee
+pairs with its members (``--pair rowsxms=rows``) without a fit.
 ``--threads 1`` fits with one thread: the LSTM trains as fast on one core as on two here, so two processes
 with different ``--seeds`` make twice the fits in the same time.
 """
@@ -78,6 +83,9 @@ def main(argv=None) -> int:
                     help="where each fit is saved, <dir>/<name>/seed<k> (default: %(default)s)")
     ap.add_argument("--seed-ensemble", action="append", default=[],
                     help="NAME=VARIANT:N: score seed ensembles of N saved fits of VARIANT (repeat)")
+    ap.add_argument("--committee", action="append", default=[], metavar="NAME=A+B",
+                    help="score committees of saved fits of different variants or kinds, seed by seed (repeat; one "
+                         "member scores that fit alone)")
     ap.add_argument("--threads", type=int, default=None, help="threads per fit (default: the kind's)")
     ap.add_argument("--pair", action="append", default=[], metavar="A=B",
                     help="add the paired difference A - B over their common seeds to the table (repeat)")
@@ -90,6 +98,7 @@ def main(argv=None) -> int:
 def _main(args) -> int:
     specs = [parse_spec(s) for s in args.spec]
     ensembles = [parse_ensemble(e) for e in args.seed_ensemble]
+    committees = [parse_committee(c) for c in args.committee]
     seeds = seed_list(args.seeds)
     raw = args.soups
     try:
@@ -104,11 +113,12 @@ def _main(args) -> int:
                             f"give it \"soup\": {max(args.soups)} or more")
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads: {args.threads} is not a number of threads; give 1 or more")
-    if (specs or ensembles) and not args.table_only:
+    if (specs or ensembles or committees) and not args.table_only:
         setup_logging()
         split = _split(args)  # loaded once for the fits and the ensembles
         _run(args, specs, seeds, split)
         _run_ensembles(args, ensembles, split)
+        _run_committees(args, committees, seeds, split)
     rows = _read(args.out)
     pairs = [parse_pair(p, rows) for p in args.pair]
     md = os.path.splitext(args.out)[0] + ".md"
@@ -162,6 +172,49 @@ def parse_ensemble(text: str) -> tuple[str, str, int]:
     if not (sep and sep2 and name and variant and n.isdigit() and int(n) >= 2):
         raise UserError(f"--seed-ensemble {text!r}: expected NAME=VARIANT:N with N >= 2, e.g. 'cosx3=cos:3'")
     return name, variant, int(n)
+
+
+def parse_committee(text: str) -> tuple[str, list[str], str]:
+    name, sep, rest = text.partition("=")
+    members = rest.split("+")
+    if not (sep and name and all(members)):
+        raise UserError(f"--committee {text!r}: expected NAME=A+B (saved variants or kinds under --models-dir), "
+                        "e.g. 'rowsxms=seq-lstm-rows+ms-xgb'")
+    return name, members, text
+
+
+def _run_committees(args, committees, seeds, split) -> None:
+    """``--committee``: per seed, the saved fits of every member at that seed combined as ``EnsembleCostModel``
+    combines its members (``from_fitted``: each on its within-task scale of the training programs), or with one
+    member that fit alone; scored like a fitted row. A seed some member has not saved is skipped (logged)."""
+    if not committees:
+        return
+    from autotune.costmodel import load, registered_kind
+    from autotune.costmodel.ensemble import EnsembleCostModel
+    from autotune.costmodel.evaluate import evaluate
+
+    data, train, test_keys = split
+    rows = {(r["name"], r["seed"]): r for r in _read(args.out)}
+    for name, members, text in committees:
+        for member in members:
+            if not os.path.isdir(os.path.join(args.models_dir, member)):
+                raise UserError(f"--committee {text!r}: no saved fits of {member!r} under {args.models_dir} "
+                                "(variants.py fits, or train.py --save-seeds)")
+        for seed in seeds:
+            paths = [os.path.join(args.models_dir, m, f"seed{seed}") for m in members]
+            if (name, seed) in rows:
+                continue
+            if not all(os.path.isdir(p) for p in paths):
+                print(f"--committee {name}: seed {seed} skipped (not every member has saved it)", file=sys.stderr)
+                continue
+            fitted = [load(p) for p in paths]
+            model = fitted[0] if len(fitted) == 1 else EnsembleCostModel.from_fitted(fitted, train.batch, train.groups,
+                                                                                      seed=seed)
+            kind = registered_kind(model)
+            fit_s = sum(rows.get((m, seed), {}).get("fit_s", float("nan")) for m in members)
+            _append(args, _row(name, kind, {"members": [registered_kind(m) for m in fitted], "of": members}, seed,
+                               evaluate(model, data, test_keys), test_keys, args.dataset, fit_s=fit_s,
+                               train_programs=len(train)))
 
 
 def _read(path: str) -> list[dict]:
