@@ -34,6 +34,7 @@ MAX_VAL_GROUP = 1000  # validation looks at most at this many programs of one ta
 VAL_METRICS = ("pairwise", "topk")
 LR_SCHEDULES = ("constant", "cosine")
 TASK_WEIGHTS = ("uniform", "latency")
+LOSSES = ("lambdarank", "listnet", "both")
 COSINE_FLOOR = 0.05  # the cosine schedule ends at this share of ``lr``
 
 
@@ -87,6 +88,23 @@ def lambda_rank_loss(
     if group_weight is not None:
         weight = weight * group_weight[:, None, None]
     return -(weight * logp)[pairs].sum() / max(n_groups, 1)
+
+
+def listnet_loss(scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, temperature: float = 0.1,
+                 group_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """ListNet's top-one cross-entropy (Cao et al. 2007), one row per task group: the predicted distribution
+    softmax(s) against the target softmax(y / ``temperature``) over the row's valid entries. With y the
+    normalized throughput in (0, 1] (the best program 1) and a small temperature the target puts most of its
+    mass on the fastest programs: the loss asks for the top of the order, which top-1 reads, where LambdaRank
+    weighs every misordered pair. ``scores``, ``y``, ``mask``: [G, P]; returns the mean over groups (each
+    times ``group_weight`` [G] when given)."""
+    neg = torch.finfo(scores.dtype).min
+    target = torch.softmax((y / temperature).masked_fill(~mask, neg), dim=1)
+    logp = torch.log_softmax(scores.masked_fill(~mask, neg), dim=1)
+    per_group = -(target * logp).masked_fill(~mask, 0.0).sum(1)
+    if group_weight is not None:
+        per_group = per_group * group_weight
+    return per_group.sum() / max(len(per_group), 1)
 
 
 def average_states(states: list[dict]) -> dict:
@@ -162,7 +180,8 @@ class TorchRankerModel(CostModel):
                  min_batches: int = 16, max_group_size: int = 64, val_fraction: float = 0.1, patience: int = 10,
                  mse_weight: float = 0.0, grad_clip: float = 1.0, gain_scale: float = 1.0,
                  val_metric: str = "pairwise", lr_schedule: str = "constant", soup: int = 0,
-                 task_weight: str = "uniform", task_weight_power: float = 0.5, seed: int = 0,
+                 task_weight: str = "uniform", task_weight_power: float = 0.5, loss: str = "lambdarank",
+                 list_temperature: float = 0.1, seed: int = 0,
                  num_threads: int = 2, device: str = "cpu") -> None:
         """``gain_scale``: the LambdaRank gains' sharpness (``lambda_rank_loss``); ``val_metric``: what early
         stopping keeps the best epoch by, ``pairwise`` accuracy or ``topk`` (mean of the validation tasks'
@@ -178,13 +197,19 @@ class TorchRankerModel(CostModel):
         ``task_weight``: how much each training task's ranking loss counts — ``uniform`` (every task alike) or
         ``latency`` (∝ the task's best measured latency ** ``task_weight_power``, scaled to mean 1 over the
         training tasks; needs ``fit(..., latency=...)``): TenSet's top-k weighs a task by its latency, so a
-        model fitted mostly on microsecond tasks is scored mostly on millisecond ones."""
+        model fitted mostly on microsecond tasks is scored mostly on millisecond ones. ``loss``: ``lambdarank``
+        (``lambda_rank_loss``), ``listnet`` (``listnet_loss`` at ``list_temperature``: the top of each list) or
+        ``both`` (their sum)."""
         if val_metric not in VAL_METRICS:
             raise ValueError(f"val_metric: unknown {val_metric!r}; valid: {', '.join(VAL_METRICS)}")
         if lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule: unknown {lr_schedule!r}; valid: {', '.join(LR_SCHEDULES)}")
         if task_weight not in TASK_WEIGHTS:
             raise ValueError(f"task_weight: unknown {task_weight!r}; valid: {', '.join(TASK_WEIGHTS)}")
+        if loss not in LOSSES:
+            raise ValueError(f"loss: unknown {loss!r}; valid: {', '.join(LOSSES)}")
+        if not list_temperature > 0:
+            raise ValueError(f"list_temperature: must be > 0; got {list_temperature!r}")
         if not (isinstance(soup, int) and soup >= 0):
             raise ValueError(f"soup: the number of best epochs to average must be an integer >= 0 (0 or 1: off); got {soup!r}")
         self._store_params(locals())
@@ -245,6 +270,15 @@ class TorchRankerModel(CostModel):
         out[ids] = w / w.mean()
         return out
 
+    def _rank_loss(self, scores, y, mask, group_weight):
+        """The ranking loss of one head over a batch of padded groups (``loss``)."""
+        total = 0.0
+        if self.loss in ("lambdarank", "both"):
+            total = lambda_rank_loss(scores, y, mask, gain_scale=self.gain_scale, group_weight=group_weight)
+        if self.loss in ("listnet", "both"):
+            total = total + listnet_loss(scores, y, mask, self.list_temperature, group_weight)
+        return total
+
     def _fine_tune_from(self, base, X, y, groups, steps) -> None:
         """About ``steps`` optimizer steps (whole epochs of ``min_batches``) over the new programs at half
         the learning rate, no early stopping."""
@@ -278,8 +312,7 @@ class TorchRankerModel(CostModel):
                 pad_s, pad_y, mask = pad_groups(batch, out, target)
                 gw = (None if group_weight is None else
                       torch.as_tensor(group_weight[[groups[c[0]] for c in batch]], dtype=torch.float32, device=device))
-                loss = sum(lambda_rank_loss(pad_s[..., h], pad_y, mask, gain_scale=self.gain_scale, group_weight=gw)
-                           for h in range(out.shape[1]))
+                loss = sum(self._rank_loss(pad_s[..., h], pad_y, mask, gw) for h in range(out.shape[1]))
                 if self.mse_weight:
                     loss = loss + self.mse_weight * ((out - target[:, None]) ** 2).mean()
                 opt.zero_grad(set_to_none=True)
