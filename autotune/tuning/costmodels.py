@@ -88,7 +88,9 @@ AUTO_ORDER = ("xgb", "seq", "ms-mlp")
 # bert_base / resnet50 (stock MetaSchedule 153.4 / 70.3 ms); one seed, two models: revisit with more.
 # seq-lstm (the best sequence model offline) transferred no better: experiments/tuning_efficiency/results_real_seq
 # (bert_base seeds 0-1 a tie within the seed spread, resnet50 seed 0 behind ms-mlp), so it is not in this order;
-# nor is the ensemble (resnet50 seed 1 in the same folder: as many trials to stock's final as ms-mlp, ended slower).
+# nor is the ensemble (resnet50 seed 1 in the same folder: as many trials to stock's final as ms-mlp, ended slower),
+# nor seq-lstm-rows (the best offline since 2026-12-07): experiments/tuning_efficiency/results_real_rows (Zen 4,
+# bert_base seed 0) slower than ms-mlp at 1/8-1/2 of the budget, level at the end.
 AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
