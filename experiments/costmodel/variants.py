@@ -99,6 +99,11 @@ def _main(args) -> int:
     specs = [parse_spec(s) for s in args.spec]
     ensembles = [parse_ensemble(e) for e in args.seed_ensemble]
     committees = [parse_committee(c) for c in args.committee]
+    for _name, members, text in committees:  # refused before the split is loaded
+        missing = [m for m in members if not os.path.isdir(os.path.join(args.models_dir, m))]
+        if missing and not args.table_only:
+            raise UserError(f"--committee {text!r}: no saved fits of {missing[0]!r} under {args.models_dir} "
+                            "(variants.py fits, or train.py --save-seeds)")
     seeds = seed_list(args.seeds)
     raw = args.soups
     try:
@@ -195,11 +200,7 @@ def _run_committees(args, committees, seeds, split) -> None:
 
     data, train, test_keys = split
     rows = {(r["name"], r["seed"]): r for r in _read(args.out)}
-    for name, members, text in committees:
-        for member in members:
-            if not os.path.isdir(os.path.join(args.models_dir, member)):
-                raise UserError(f"--committee {text!r}: no saved fits of {member!r} under {args.models_dir} "
-                                "(variants.py fits, or train.py --save-seeds)")
+    for name, members, _text in committees:
         for seed in seeds:
             paths = [os.path.join(args.models_dir, m, f"seed{seed}") for m in members]
             if (name, seed) in rows:
