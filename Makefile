@@ -97,7 +97,7 @@ features: setup
 # core as on two here, so 2 about halves the wall time; JOBS=1 fits one seed at a time with every core)
 SEEDS ?= 3
 JOBS ?= 2
-MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-top,ensemble,random
+MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-lstm-cos-x2,seq-top,ensemble,random
 train-costmodel: features
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS) --jobs $(JOBS) --models $(MODELS)
 

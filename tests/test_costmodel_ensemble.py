@@ -114,6 +114,11 @@ def test_a_seed_ensemble_is_its_kind_at_each_seed(data, tmp_path):
     assert registered_kind(create("ensemble")) == "ensemble"
     assert is_sequence_model("seq-lstm-x3") and not is_sequence_model("ensemble")
     assert params_for("seq-lstm-x3", quick=True)["member_params"] == {"seq-lstm": params_for("seq-lstm", quick=True)}
+    # seq-lstm-cos-x2: what the seq-lstm-cos row trains with, plus the soup the registry sets for its members
+    assert is_sequence_model("seq-lstm-cos-x2")
+    assert params_for("seq-lstm-cos-x2", quick=True)["member_params"] == {
+        "seq-lstm-cos": {"soup": 10, **params_for("seq-lstm-cos", quick=True)}}
+    assert create("seq-lstm-cos-x2", seed=2).member_seeds() == [4, 5]
 
 
 def test_an_ensemble_of_fits_already_made_is_the_one_fit_would_make(data):

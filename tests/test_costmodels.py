@@ -56,7 +56,7 @@ def test_one_table_of_names_for_the_cli():
     from autotune.tune import build_parser
     from autotune.tuning.costmodels import AUTO_ORDER, COST_MODELS, check_name
 
-    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-lstm-cos, seq-lstm-rows, seq-top, ensemble, ms-mlp, online-xgb, random"):
+    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-lstm-cos, seq-lstm-rows, seq-lstm-cos-x2, seq-top, ensemble, ms-mlp, online-xgb, random"):
         check_name("magic")
     assert set(AUTO_ORDER) <= set(COST_MODELS) and AUTO_ORDER[0] == "xgb"
     help_text = build_parser().format_help()
@@ -222,9 +222,13 @@ def test_registered_kind_is_read_from_the_parameters():
     from autotune.costmodel import REGISTRY, create, registered_kind
 
     for kind in ("xgb", "xgb-reg", "ms-xgb", "seq", "seq-lstm", "seq-lstm-cos", "seq-lstm-rows", "seq-top", "seq-rows", "ms-mlp",
-                 "ensemble"):
+                 "ensemble", "seq-lstm-x3", "seq-lstm-cos-x2"):
         assert kind in REGISTRY and registered_kind(create(kind)) == kind
     assert registered_kind(create("seq-lstm-cos", epochs=2)) == "seq-lstm-cos"  # a shorter fit is the same kind
+    # also a committee whose members train shorter; without the members' soup it is another committee
+    quick = {"seq-lstm-cos": {"soup": 10, "epochs": 2}}
+    assert registered_kind(create("seq-lstm-cos-x2", member_params=quick)) == "seq-lstm-cos-x2"
+    assert registered_kind(create("ensemble", members=["seq-lstm-cos"] * 2)) == "ensemble"
     assert registered_kind(create("seq-lstm", epochs=45)) == "seq-lstm"
     assert registered_kind(create("seq", mixer="attention")) == "seq"  # no entry of its own: the class's name
 

@@ -36,6 +36,11 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     "ensemble": ("autotune.costmodel.ensemble", "EnsembleCostModel", {}),
     # a seed ensemble: seq-lstm fitted with three seeds, scores averaged (spread = the seeds' disagreement)
     "seq-lstm-x3": ("autotune.costmodel.ensemble", "EnsembleCostModel", {"members": ["seq-lstm"] * 3, "risk": 0.0}),
+    # seq-lstm-cos fitted with two seeds (each keeping the average of its 10 best epochs' weights when validation
+    # says so), scores averaged: held-out top-1 and top-5 above either LSTM alone (experiments/costmodel/results/
+    # variants.md, "cosx2"); predicts at half seq-lstm-cos's rate; spread = the two seeds' disagreement
+    "seq-lstm-cos-x2": ("autotune.costmodel.ensemble", "EnsembleCostModel",
+                        {"members": ["seq-lstm-cos"] * 2, "member_params": {"seq-lstm-cos": {"soup": 10}}}),
 }
 
 
@@ -65,15 +70,25 @@ def create_seeded(kind: str, seed: int, **params) -> CostModel:
 BUDGET_KEYS = frozenset({"epochs", "n_estimators"})
 
 
+def _sans_budget(params: dict) -> dict:
+    """``params`` without BUDGET_KEYS, also inside an ensemble's ``member_params`` (a quick fit of
+    ``seq-lstm-cos-x2``, its members at 2 epochs, is still one)."""
+    out = {k: v for k, v in params.items() if k not in BUDGET_KEYS}
+    if isinstance(out.get("member_params"), dict):
+        out["member_params"] = {m: {k: v for k, v in (p or {}).items() if k not in BUDGET_KEYS}
+                                for m, p in out["member_params"].items()}
+    return out
+
+
 def registered_kind(model: CostModel) -> str:
     """The REGISTRY name a model object is: among its class's entries, those whose overrides its params all
     match (BUDGET_KEYS aside), the most specific (a SeqCostModel with mixer "lstm" is ``seq-lstm``, not ``seq``).
     Read from the object, so a report names what really ran; falls back to the class's ``name``."""
-    params, best, best_n = model.get_params(), None, -1
+    params, best, best_n = _sans_budget(model.get_params()), None, -1
     for key, (module, cls, overrides) in REGISTRY.items():
         if (type(model).__module__, type(model).__name__) != (module, cls):
             continue
-        identity = {k: v for k, v in overrides.items() if k not in BUDGET_KEYS}
+        identity = _sans_budget(overrides)
         if all(params.get(k) == v for k, v in identity.items()) and len(identity) > best_n:
             best, best_n = key, len(identity)
     return best or model.name

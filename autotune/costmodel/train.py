@@ -38,7 +38,7 @@ from autotune.data.store import portable_path
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.train")
-DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-top,ensemble,random"  # the comparison table's rows
+DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-lstm-cos-x2,seq-top,ensemble,random"  # the comparison table's rows
 DEFAULT_SEEDS = 3
 HPARAMS_DIR = os.path.join("models", "hparams")
 BENCH_DIR = os.path.join("benchmarks", "results")
@@ -363,14 +363,17 @@ def _quick(kind: str) -> dict:
 def params_for(kind: str, quick: bool = False, hparams_dir: str = HPARAMS_DIR) -> dict:
     """What ``make train-costmodel`` trains ``kind`` with: its tuned hyperparameters (``models/hparams``), and
     the CI's small settings with ``quick``. An ``ensemble`` gives each member what that kind gets alone, so
-    its member ``k`` at seed ``s`` is the model the ``k`` row trains at seed ``s``."""
+    its member ``k`` at seed ``s`` is the model the ``k`` row trains at seed ``s``, plus what the registered kind
+    sets for its members (``seq-lstm-cos-x2``'s ``soup``)."""
     from . import create, model_class
     from .ensemble import EnsembleCostModel
 
     params = {**hparams_for(kind, hparams_dir), **(_quick(kind) if quick else {})}
     if issubclass(model_class(kind), EnsembleCostModel) and "member_params" not in params:
-        members = params.get("members", create(kind).members)
-        params["member_params"] = {m: params_for(m, quick, hparams_dir) for m in dict.fromkeys(members)}
+        default = create(kind)
+        members, own = params.get("members", default.members), default.member_params or {}
+        params["member_params"] = {m: {**own.get(m, {}), **params_for(m, quick, hparams_dir)}
+                                   for m in dict.fromkeys(members)}
     return params
 
 

@@ -6,7 +6,8 @@
     resolved.card    # the pretrained model's card summary (None without one)
 
 Names (``COST_MODELS``): ``ms-xgb`` is MetaSchedule's stock XGBModel (online only, the baseline) and
-``random`` its RandomModel; ``xgb`` / ``seq`` / ``seq-lstm`` / ``seq-lstm-cos`` / ``seq-lstm-rows`` / ``seq-top`` / ``ms-mlp`` / ``ensemble`` are our pretrained models from
+``random`` its RandomModel; ``xgb`` / ``seq`` / ``seq-lstm`` / ``seq-lstm-cos`` / ``seq-lstm-rows`` /
+``seq-lstm-cos-x2`` / ``seq-top`` / ``ms-mlp`` / ``ensemble`` are our pretrained models from
 ``models/<hardware_id>/<kind>/`` updated online (``--online-update``); ``online-xgb`` is our ranking
 XGBoost learned online only. A saved model folder (``--cost-model-path``) is loaded by the kind its
 model.json names, so a saved ``ms-xgb`` folder is our ``MSXGBCostModel``, never the stock model;
@@ -65,12 +66,14 @@ COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
                   "nearest hardware's) + --online-update"),
     CostModelName("seq-lstm", "pretrained", "seq with an LSTM block in the Mamba block's slot, pretrained for this "
                   "hardware (else the nearest hardware's) + --online-update"),
-    CostModelName("seq-lstm-cos", "pretrained", "seq-lstm trained 45 epochs on a cosine learning-rate decay (the best "
-                  "sequence model offline: experiments/costmodel/results/comparison.md), pretrained for this hardware "
-                  "(else the nearest hardware's) + --online-update"),
+    CostModelName("seq-lstm-cos", "pretrained", "seq-lstm trained 45 epochs on a cosine learning-rate decay, "
+                  "pretrained for this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("seq-lstm-rows", "pretrained", "seq-lstm-cos reading every store's feature row as a sequence "
                   "beside their pack-sum (TLP's per-statement rows), pretrained for this hardware (else the nearest "
                   "hardware's) + --online-update"),
+    CostModelName("seq-lstm-cos-x2", "pretrained", "seq-lstm-cos fitted with two seeds, scores averaged (the best "
+                  "sequence model offline: top-1 and top-5 above either LSTM alone), pretrained for this hardware "
+                  "(else the nearest hardware's) + --online-update"),
     CostModelName("seq-top", "pretrained", "seq trained for the top of the order (LambdaRank gains 2^(4y)-1), "
                   "pretrained for this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("ensemble", "pretrained", "a committee of model families (members chosen on validation networks, "
