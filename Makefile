@@ -91,8 +91,9 @@ features: setup
 # mobilenet_v2, bert_base); writes models/<hardware>/<kind>/ and experiments/costmodel/results/.
 # SEEDS: train every model that many times and report mean ± sd and a paired comparison per model pair
 # (top-1 moves by tenths between seeds; issue 12's targets are read over >= 3 seeds)
-# Every row of experiments/costmodel/results/comparison.md: ~45 min of fits per seed on a 2-core CPU (seq,
-# seq-top and ensemble ~15 min each, seq-lstm-cos and seq-lstm-rows 15), ~3 h for 3 seeds; MODELS=xgb,ms-xgb retrains some and keeps the other rows.
+# Every row of experiments/costmodel/results/comparison.md: ~75 min of fits per seed on a 2-core CPU (seq,
+# seq-top and ensemble ~15 min each, seq-lstm-cos and seq-lstm-rows 15, seq-lstm-cos-x2 30), ~3.5 h for 3 seeds; MODELS=xgb,ms-xgb
+# retrains some and keeps the other rows.
 # JOBS: seeds fitted side by side, one process and cores/JOBS threads each (a torch fit runs about as fast on one
 # core as on two here, so 2 about halves the wall time; JOBS=1 fits one seed at a time with every core)
 SEEDS ?= 3

@@ -168,7 +168,7 @@ def _write_comparison(result: dict, models_dir: str, results_dir: str) -> None:
     size = folder_bytes(models_dir)
     result.update({"paired": paired_table(result["rows"]), "models_dir_bytes": size,
                    "done_when": done_when(result["rows"], size, latest_throughput_benchmark(
-                       os.path.join(models_dir, result["hardware_id"]))),
+                       os.path.join(models_dir, result["hardware_id"])), models_dir),
                    "data_curve": data_curve_reading(results_dir, result["dataset_manifest_sha256"])})
     write_results(os.path.join(results_dir, "comparison.json"), result, os.path.join(results_dir, "comparison.md"),
                   markdown_table(result))
@@ -484,7 +484,8 @@ def latest_throughput_benchmark(models_dir: str, bench_dir: str = BENCH_DIR) -> 
     return best
 
 
-def done_when(rows: list[dict], models_dir_bytes: int | None = None, benchmark: dict | None = None) -> list[dict]:
+def done_when(rows: list[dict], models_dir_bytes: int | None = None, benchmark: dict | None = None,
+              models_dir: str | None = None) -> list[dict]:
     """Issue 12's targets checked against ``rows`` (and the size of the models folder):
     [{target, value, threshold, reached (None: not measured), detail, unit}]. With ``benchmark``
     (``latest_throughput_benchmark``), the programs/s targets read its side-by-side reading of the same
@@ -536,7 +537,8 @@ def done_when(rows: list[dict], models_dir_bytes: int | None = None, benchmark: 
     seeded = [len(r["seeds"]) for r in rows if r["seeds"] != [None]]
     check(f"every seeded model over ≥ {TARGETS['seeds']} seeds", min(seeded) if seeded else None, TARGETS["seeds"],
           unit="count")
-    check(f"models folder ≤ {TARGETS['models_dir_mb']} MB", None if models_dir_bytes is None else models_dir_bytes / 1e6,
+    where = f" ({os.path.relpath(models_dir)})" if models_dir else ""  # the folder these models were written to
+    check(f"models folder{where} ≤ {TARGETS['models_dir_mb']} MB", None if models_dir_bytes is None else models_dir_bytes / 1e6,
           TARGETS["models_dir_mb"], unit="MB", at_most=True)
     return out
 

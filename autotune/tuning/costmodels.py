@@ -93,7 +93,8 @@ AUTO_ORDER = ("xgb", "seq", "ms-mlp")
 # (bert_base seeds 0-1 a tie within the seed spread, resnet50 seed 0 behind ms-mlp), so it is not in this order;
 # nor is the ensemble (resnet50 seed 1 in the same folder: as many trials to stock's final as ms-mlp, ended slower),
 # nor seq-lstm-rows (the best offline since 2026-12-07): experiments/tuning_efficiency/results_real_rows (Zen 4,
-# bert_base seed 0) slower than ms-mlp at 1/8-1/2 of the budget, level at the end.
+# bert_base seed 0) slower than ms-mlp at 1/8-1/2 of the budget, level at the end; nor seq-lstm-cos-x2 (level with it
+# offline, registered 2026-12-07): no tuning run yet.
 AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
