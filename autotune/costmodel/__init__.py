@@ -73,10 +73,12 @@ BUDGET_KEYS = frozenset({"epochs", "n_estimators"})
 def _sans_budget(params: dict) -> dict:
     """``params`` without BUDGET_KEYS, also inside an ensemble's ``member_params`` (a quick fit of
     ``seq-lstm-cos-x2``, its members at 2 epochs, is still one)."""
-    out = {k: v for k, v in params.items() if k not in BUDGET_KEYS}
+    def strip(d: dict | None) -> dict:
+        return {k: v for k, v in (d or {}).items() if k not in BUDGET_KEYS}
+
+    out = strip(params)
     if isinstance(out.get("member_params"), dict):
-        out["member_params"] = {m: {k: v for k, v in (p or {}).items() if k not in BUDGET_KEYS}
-                                for m, p in out["member_params"].items()}
+        out["member_params"] = {m: strip(p) for m, p in out["member_params"].items()}
     return out
 
 
