@@ -446,3 +446,45 @@ def test_task_weights_scale_each_groups_loss_by_its_latency(data):
     lat = 1.0 / np.maximum(y, 1e-3) * (1.0 + groups)  # heavier groups later
     model = SeqCostModel(**{**FAST, "epochs": 3}, task_weight="latency").fit(X, y, groups, latency=lat)
     assert model.is_fitted and not hasattr(model, "fit_latency_")  # the latencies are not kept on the model
+
+
+def test_soft_pair_loss_is_the_pairwise_cross_entropy_against_the_teachers_odds():
+    """Hand-computed on one group of two valid programs and a padded one: pairs (0, 1) and (1, 0), each the
+    binary cross-entropy of sigmoid(s_i - s_j) against sigmoid(t_i - t_j); the padded entry counts for nothing;
+    the teacher's own scores cost least (its entropy), the reversed order more."""
+    from autotune.costmodel._torch_train import soft_pair_loss
+
+    s = torch.tensor([[1.0, 0.0, 40.0]])
+    t = torch.tensor([[2.0, 0.0, -40.0]])
+    mask = torch.tensor([[True, True, False]])
+
+    def bce(logit, p):
+        q = 1 / (1 + np.exp(-logit))
+        return -(p * np.log(q) + (1 - p) * np.log(1 - q))
+
+    p = 1 / (1 + np.exp(-2.0))
+    want = (bce(1.0, p) + bce(-1.0, 1 - p)) / 2
+    assert soft_pair_loss(s, t, mask).item() == pytest.approx(want, rel=1e-5)
+    at_teacher = soft_pair_loss(t, t, mask).item()
+    assert at_teacher < soft_pair_loss(s, t, mask).item() < soft_pair_loss(-s, t, mask).item()
+    two = soft_pair_loss(s.repeat(2, 1), t.repeat(2, 1), mask.repeat(2, 1), torch.tensor([1.0, 3.0]))
+    assert two.item() == pytest.approx(2 * want, rel=1e-5)  # (1 + 3) / 2 groups
+
+
+def test_the_teacher_term_teaches_what_the_labels_do_not(data):
+    """Labels that say nothing (every program of a task alike: the ranking loss has no pair to order) and a
+    teacher that knows the true order: with the teacher term the student ranks held-out programs by the truth
+    (measured 0.94), without it the network stays as initialised (0.45)."""
+    X, y, groups, test = data
+    flat = np.ones_like(y)
+    teacher = np.log(y) / np.log(y).std() * 2.0
+    tr = ~test
+    accs = {}
+    for weight in (0.0, 1.0):
+        model = SeqCostModel(**FAST).fit_with_teacher(X.subset(tr), flat[tr], groups[tr], teacher[tr], weight)
+        accs[weight] = pairwise_accuracy(-y[test], model.predict(X.subset(test)), groups[test])
+    assert accs[1.0] > 0.85 and accs[0.0] < 0.6, accs
+    with pytest.raises(ValueError, match="teacher must be"):
+        SeqCostModel(**FAST).fit_with_teacher(X, y, groups, teacher[:-1])
+    with pytest.raises(ValueError, match="weight"):
+        SeqCostModel(**FAST).fit_with_teacher(X, y, groups, teacher, weight=-1.0)

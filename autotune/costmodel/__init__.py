@@ -41,6 +41,10 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     # variants.md, "cosx2"); predicts at half seq-lstm-cos's rate; spread = the two seeds' disagreement
     "seq-lstm-cos-x2": ("autotune.costmodel.ensemble", "EnsembleCostModel",
                         {"members": ["seq-lstm-cos"] * 2, "member_params": {"seq-lstm-cos": {"soup": 10}}}),
+    # seq-lstm-cos fitted with seq-lstm-cos-x2 as its teacher (knowledge distillation: the true labels' ranking loss
+    # plus the committee's soft pairwise orders): one network, so it predicts at seq-lstm-cos's rate
+    "seq-lstm-distil": ("autotune.costmodel.distil", "DistilledCostModel",
+                        {"teacher": "seq-lstm-cos-x2", "student": "seq-lstm-cos", "student_params": {"soup": 10}}),
 }
 
 
@@ -71,15 +75,11 @@ BUDGET_KEYS = frozenset({"epochs", "n_estimators"})
 
 
 def _sans_budget(params: dict) -> dict:
-    """``params`` without BUDGET_KEYS, also inside an ensemble's ``member_params`` (a quick fit of
-    ``seq-lstm-cos-x2``, its members at 2 epochs, is still one)."""
-    def strip(d: dict | None) -> dict:
-        return {k: v for k, v in (d or {}).items() if k not in BUDGET_KEYS}
-
-    out = strip(params)
-    if isinstance(out.get("member_params"), dict):
-        out["member_params"] = {m: strip(p) for m, p in out["member_params"].items()}
-    return out
+    """``params`` without BUDGET_KEYS, at every depth: inside an ensemble's ``member_params`` (a quick fit of
+    ``seq-lstm-cos-x2``, its members at 2 epochs, is still one) and a distilled model's teacher and student
+    params alike."""
+    return {k: (_sans_budget(v) if isinstance(v, dict) else v) for k, v in (params or {}).items()
+            if k not in BUDGET_KEYS}
 
 
 def registered_kind(model: CostModel) -> str:

@@ -107,6 +107,24 @@ def listnet_loss(scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, temp
     return per_group.sum() / max(len(per_group), 1)
 
 
+def soft_pair_loss(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
+                   group_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Distillation's ranking term (RankNet with soft targets, as in ranking distillation): every ordered pair
+    (i, j) of a row's valid entries costs the cross-entropy of σ(s_i - s_j) against the teacher's
+    σ(t_i - t_j), so the student learns how sure the teacher is of each order, not only the order.
+    ``scores``, ``teacher``, ``mask``: [G, P]; returns the mean over groups of the mean over pairs (each group
+    times ``group_weight`` [G] when given)."""
+    pairs = mask[:, :, None] & mask[:, None, :]
+    pairs = pairs & ~torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)[None]
+    logit = scores[:, :, None] - scores[:, None, :]
+    target = torch.sigmoid(teacher[:, :, None] - teacher[:, None, :])
+    cost = F.binary_cross_entropy_with_logits(logit, target, reduction="none").masked_fill(~pairs, 0.0)
+    per_group = cost.sum((1, 2)) / pairs.sum((1, 2)).clamp_min(1)
+    if group_weight is not None:
+        per_group = per_group * group_weight
+    return per_group.sum() / max(len(per_group), 1)
+
+
 def average_states(states: list[dict]) -> dict:
     """The uniform average of state_dicts' floating-point tensors; other entries (counters) from the first."""
     return {k: (torch.stack([st[k] for st in states]).mean(0) if v.is_floating_point() else v)
@@ -238,6 +256,22 @@ class TorchRankerModel(CostModel):
                 net = self._build()
         return sum(p.numel() for p in net.parameters())
 
+    def fit_with_teacher(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, teacher: np.ndarray,
+                         weight: float = 1.0, latency: np.ndarray | None = None) -> TorchRankerModel:
+        """``fit`` with a distillation term: besides the ranking loss on ``y``, each batch adds ``weight`` x
+        ``soft_pair_loss`` against ``teacher`` (another model's scores of the same programs, on the scale the
+        student's scores should take). Validation, early stopping and the soup read ``y`` alone, as in ``fit``."""
+        teacher = np.asarray(teacher, dtype=np.float64)
+        if teacher.shape != (len(X),) or not np.all(np.isfinite(teacher)):
+            raise ValueError(f"fit_with_teacher: teacher must be {len(X)} finite scores, one per program")
+        if not (np.isfinite(weight) and weight >= 0):
+            raise ValueError(f"fit_with_teacher: weight must be a number >= 0; got {weight!r}")
+        self.fit_teacher_ = (teacher, float(weight))
+        try:
+            return self.fit(X, y, groups, latency=latency)
+        finally:
+            del self.fit_teacher_
+
     # -- CostModel hooks ------------------------------------------------------------------------
     def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
         device = torch.device(self.device)
@@ -297,6 +331,8 @@ class TorchRankerModel(CostModel):
         base_lr, n_epochs = lr or self.lr, epochs or self.epochs
         opt = torch.optim.AdamW(net.parameters(), lr=base_lr, weight_decay=self.weight_decay)
         y_t = torch.as_tensor(y, dtype=torch.float32)
+        teacher, distil = getattr(self, "fit_teacher_", (None, 0.0))
+        t_t = None if teacher is None or not distil else torch.as_tensor(teacher, dtype=torch.float32)
         best_acc, best_state, best_epoch, bad, epoch, seen, spent = -1.0, None, -1, 0, 0, 0, 0.0
         top: list[tuple[float, int, dict]] = []  # the soup's candidates: (validation score, epoch, weights)
         sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_epochs, eta_min=COSINE_FLOOR * base_lr)
@@ -313,6 +349,9 @@ class TorchRankerModel(CostModel):
                 gw = (None if group_weight is None else
                       torch.as_tensor(group_weight[[groups[c[0]] for c in batch]], dtype=torch.float32, device=device))
                 loss = sum(self._rank_loss(pad_s[..., h], pad_y, mask, gw) for h in range(out.shape[1]))
+                if t_t is not None:
+                    pad_t = pad_groups(batch, t_t[idx].to(device))[0]
+                    loss = loss + distil * sum(soft_pair_loss(pad_s[..., h], pad_t, mask, gw) for h in range(out.shape[1]))
                 if self.mse_weight:
                     loss = loss + self.mse_weight * ((out - target[:, None]) ** 2).mean()
                 opt.zero_grad(set_to_none=True)

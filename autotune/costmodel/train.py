@@ -81,8 +81,12 @@ def is_sequence_model(kind: str) -> bool:
 
     if kind not in REGISTRY:
         return False
+    from .distil import DistilledCostModel
+
     if issubclass(model_class(kind), EnsembleCostModel):
         return all(is_sequence_model(k) for k in create(kind).members)
+    if issubclass(model_class(kind), DistilledCostModel):
+        return is_sequence_model(create(kind).student)
     return issubclass(model_class(kind), SeqCostModel)
 
 
@@ -236,11 +240,14 @@ def _save_as_threads(kind: str, params: dict, model, path: str) -> None:
 def _default_threads(kind: str, params: dict) -> int | None:
     """The thread count a ``kind`` model made with ``params`` has (an ensemble: its first member's)."""
     from . import create
+    from .distil import DistilledCostModel
     from .ensemble import EnsembleCostModel
 
     model = create(kind, **params)
     if isinstance(model, EnsembleCostModel):
         model = model._member(model.members[0], 0)
+    elif isinstance(model, DistilledCostModel):
+        model = model._student()
     p = model.get_params()
     return p.get("num_threads", p.get("nthread"))
 
