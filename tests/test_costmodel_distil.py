@@ -67,6 +67,10 @@ def test_bad_settings_and_a_mismatched_folder_are_named(data, teacher_dir, tmp_p
         create("seq-lstm-distil", weight=-1)
     with pytest.raises(ValueError, match="scale"):
         create("seq-lstm-distil", scale=0)
+    with pytest.raises(ValueError, match="mode"):
+        create("seq-lstm-distil", mode="kl")
+    with pytest.raises(ValueError, match="at most 1"):
+        create("seq-lstm-distil", mode="lambda", weight=1.5)
     with pytest.raises(ValueError, match="torch ranker"):
         create("seq-lstm-distil", student="xgb").fit(batch, y, groups)
     part = groups < 6
@@ -77,3 +81,15 @@ def test_bad_settings_and_a_mismatched_folder_are_named(data, teacher_dir, tmp_p
     json.dump(card, open(tmp_path / "m" / "model.json", "w"))
     with pytest.raises(ModelFileError, match="student folder holds 'seq-lstm-cos'"):
         load(str(tmp_path / "m"))
+
+
+def test_make_train_costmodel_trains_the_teacher_as_its_own_row_does():
+    from autotune.costmodel.train import is_sequence_model, params_for
+
+    quick = params_for("seq-lstm-distil", quick=True)
+    assert quick["teacher_params"] == params_for("seq-lstm-cos-x2", quick=True)
+    assert quick["student_params"] == {"soup": 10, **params_for("seq-lstm-cos", quick=True)}
+    assert is_sequence_model("seq-lstm-distil")
+    model = create("seq-lstm-distil", **quick, seed=2)
+    assert registered_kind(model) == "seq-lstm-distil"
+    assert model._student().seed == 2 and model._student().epochs == 2

@@ -488,3 +488,29 @@ def test_the_teacher_term_teaches_what_the_labels_do_not(data):
         SeqCostModel(**FAST).fit_with_teacher(X, y, groups, teacher[:-1])
     with pytest.raises(ValueError, match="weight"):
         SeqCostModel(**FAST).fit_with_teacher(X, y, groups, teacher, weight=-1.0)
+
+
+def test_lambda_rank_loss_with_soft_targets_from_a_teacher():
+    """soft 0 is LambdaRank; soft 1 with a teacher unsure of the one labelled pair (equal scores: odds 1/2) costs
+    that pair's weight x the cross-entropy against 1/2, minimal where the student is unsure too."""
+    y = torch.tensor([[1.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, False]])
+    s = torch.tensor([[2.0, 0.0, 5.0]])
+    unsure = torch.tensor([[0.3, 0.3, 0.0]])
+    plain = lambda_rank_loss(s, y, mask)
+    assert lambda_rank_loss(s, y, mask, teacher=unsure, soft=0.0).item() == pytest.approx(plain.item())
+    # the one pair's weight: |1/log2(2) - 1/log2(3)| x |gain 1 - gain 0| / max DCG (= 1)
+    w = (1.0 - 1.0 / np.log2(3.0))
+    want = -w * (0.5 * np.log(1 / (1 + np.exp(-2.0))) + 0.5 * np.log(1 / (1 + np.exp(2.0))))
+    assert lambda_rank_loss(s, y, mask, teacher=unsure, soft=1.0).item() == pytest.approx(want, rel=1e-5)
+    assert lambda_rank_loss(torch.tensor([[0.0, 0.0, 5.0]]), y, mask, teacher=unsure, soft=1.0) < \
+        lambda_rank_loss(s, y, mask, teacher=unsure, soft=1.0)
+    sure = torch.tensor([[9.0, -9.0, 0.0]])  # a teacher sure of the labels' order gives LambdaRank back
+    assert lambda_rank_loss(s, y, mask, teacher=sure, soft=1.0).item() == pytest.approx(plain.item(), rel=1e-4)
+    X, yy, groups, _ = synthetic(n_groups=3, per_group=5)
+    with pytest.raises(ValueError, match="mode"):
+        SeqCostModel(**FAST).fit_with_teacher(X, yy, groups, yy, mode="kl")
+    with pytest.raises(ValueError, match="at most 1"):
+        SeqCostModel(**FAST).fit_with_teacher(X, yy, groups, yy, weight=2.0, mode="lambda")
+    with pytest.raises(ValueError, match="lambdarank"):
+        SeqCostModel(**FAST, loss="listnet").fit_with_teacher(X, yy, groups, yy, weight=0.5, mode="lambda")

@@ -251,6 +251,27 @@ def test_train_bad_input(cli, tmp_path, args, expected):
     assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr
 
 
+def test_distilled_row_reuses_the_teachers_row_fits(cli, tmp_path):
+    """--teachers-from: seq-lstm-distil takes seq-lstm-cos-x2's saved fits (same seeds) instead of fitting them
+    again; a folder without them is refused before anything is fitted, with exit 2."""
+    common = ["--dataset", TEST_DATASET, "--held-out", "tiny", "--quick", "--seeds", "1", "--models-dir",
+              str(tmp_path / "m"), "--results", str(tmp_path / "r")]
+    res = cli("autotune.costmodel.train", *common, "--models", "seq-lstm-cos-x2", "--save-seeds",
+              str(tmp_path / "s"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = cli("autotune.costmodel.train", *common, "--models", "seq-lstm-distil", "--teachers-from",
+              str(tmp_path / "s"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    comparison = json.loads((tmp_path / "r" / "comparison.json").read_text())
+    row = next(r for r in comparison["rows"] if r["kind"] == "seq-lstm-distil")
+    assert row["params"]["teacher_from"] == str(tmp_path / "s" / "seq-lstm-cos-x2" / "seed{seed}")
+    assert [r["kind"] for r in comparison["rows"]] == ["seq-lstm-cos-x2", "seq-lstm-distil"]
+    res = cli("autotune.costmodel.train", *common, "--models", "xgb,seq-lstm-distil", "--teachers-from",
+              str(tmp_path / "none"), timeout=300)
+    assert res.returncode == 2 and "--teachers-from" in res.stderr and "Traceback" not in res.stderr
+    assert "xgb" not in [r["kind"] for r in json.loads((tmp_path / "r" / "comparison.json").read_text())["rows"]]
+
+
 @pytest.mark.slow  # ~65 s on Zen 3: an experiment script's check, run with the slow suite
 def test_t2_mixers_script(cli, tmp_path):
     """experiments/costmodel/t2_mixers.py on the tiny dataset: it reads make train-costmodel's rows, trains the

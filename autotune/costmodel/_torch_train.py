@@ -35,6 +35,7 @@ VAL_METRICS = ("pairwise", "topk")
 LR_SCHEDULES = ("constant", "cosine")
 TASK_WEIGHTS = ("uniform", "latency")
 LOSSES = ("lambdarank", "listnet", "both")
+DISTIL_MODES = ("pairs", "lambda")
 COSINE_FLOOR = 0.05  # the cosine schedule ends at this share of ``lr``
 
 
@@ -60,7 +61,8 @@ def torch_threads(n: int) -> Iterator[None]:
 
 def lambda_rank_loss(
     scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, sigma: float = 1.0, eps: float = 1e-10,
-    gain_scale: float = 1.0, group_weight: torch.Tensor | None = None,
+    gain_scale: float = 1.0, group_weight: torch.Tensor | None = None, teacher: torch.Tensor | None = None,
+    soft: float = 0.0,
 ) -> torch.Tensor:
     """LambdaLoss (NDCG-weighted pairwise logistic loss), one row per task group.
 
@@ -70,6 +72,10 @@ def lambda_rank_loss(
     G = 2^(gain_scale·y) - 1: with y the normalized throughput in (0, 1], ``gain_scale`` > 1 puts the
     weight on the order among the fastest programs (what top-1 reads). Returns the mean over groups of
     the per-group sum, each group's sum times its ``group_weight`` [G] when given.
+
+    ``teacher`` [G, P] with ``soft`` in (0, 1]: distillation with the same pairs and weights: the pair's target
+    probability that i ranks above j is ``1 - soft + soft·σ(t_i - t_j)`` instead of 1, and the cost is the
+    cross-entropy against it (``soft`` 0: LambdaRank as above).
     """
     n_groups, width = scores.shape
     y = y.masked_fill(~mask, 0.0)
@@ -85,6 +91,10 @@ def lambda_rank_loss(
     weight = (inv[:, None] - inv[None, :]).abs()[None] * (gain[:, :, None] - gain[:, None, :]).abs()
     pairs = m[:, :, None] & m[:, None, :] & (t[:, :, None] > t[:, None, :])
     logp = F.logsigmoid(sigma * (s[:, :, None] - s[:, None, :]))
+    if teacher is not None and soft > 0:
+        tt = teacher.gather(1, order)
+        p = 1.0 - soft + soft * torch.sigmoid(tt[:, :, None] - tt[:, None, :])
+        logp = p * logp + (1.0 - p) * F.logsigmoid(-sigma * (s[:, :, None] - s[:, None, :]))
     if group_weight is not None:
         weight = weight * group_weight[:, None, None]
     return -(weight * logp)[pairs].sum() / max(n_groups, 1)
@@ -257,16 +267,23 @@ class TorchRankerModel(CostModel):
         return sum(p.numel() for p in net.parameters())
 
     def fit_with_teacher(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, teacher: np.ndarray,
-                         weight: float = 1.0, latency: np.ndarray | None = None) -> TorchRankerModel:
-        """``fit`` with a distillation term: besides the ranking loss on ``y``, each batch adds ``weight`` x
-        ``soft_pair_loss`` against ``teacher`` (another model's scores of the same programs, on the scale the
-        student's scores should take). Validation, early stopping and the soup read ``y`` alone, as in ``fit``."""
+                         weight: float = 1.0, latency: np.ndarray | None = None, mode: str = "pairs") -> TorchRankerModel:
+        """``fit`` with a distillation term against ``teacher`` (another model's scores of the same programs, on the
+        scale the student's scores should take). ``mode`` ``pairs``: besides the ranking loss on ``y``, each batch
+        adds ``weight`` x ``soft_pair_loss`` (every pair of a task alike); ``lambda``: the LambdaRank loss itself
+        takes the teacher's odds as soft targets of its pairs (``lambda_rank_loss``'s ``soft`` = ``weight``, in
+        [0, 1]), so the pairs near the top weigh most, as in the ranking loss. Validation, early stopping and the
+        soup read ``y`` alone, as in ``fit``."""
         teacher = np.asarray(teacher, dtype=np.float64)
         if teacher.shape != (len(X),) or not np.all(np.isfinite(teacher)):
             raise ValueError(f"fit_with_teacher: teacher must be {len(X)} finite scores, one per program")
-        if not (np.isfinite(weight) and weight >= 0):
-            raise ValueError(f"fit_with_teacher: weight must be a number >= 0; got {weight!r}")
-        self.fit_teacher_ = (teacher, float(weight))
+        if mode not in DISTIL_MODES:
+            raise ValueError(f"fit_with_teacher: mode must be one of {', '.join(DISTIL_MODES)}; got {mode!r}")
+        if not (np.isfinite(weight) and weight >= 0 and (mode == "pairs" or weight <= 1)):
+            raise ValueError(f"fit_with_teacher: weight must be a number >= 0 (at most 1 in mode 'lambda'); got {weight!r}")
+        if mode == "lambda" and self.loss != "lambdarank":
+            raise ValueError(f"fit_with_teacher: mode 'lambda' needs loss 'lambdarank'; this model trains with {self.loss!r}")
+        self.fit_teacher_ = (teacher, float(weight), mode)
         try:
             return self.fit(X, y, groups, latency=latency)
         finally:
@@ -304,11 +321,13 @@ class TorchRankerModel(CostModel):
         out[ids] = w / w.mean()
         return out
 
-    def _rank_loss(self, scores, y, mask, group_weight):
-        """The ranking loss of one head over a batch of padded groups (``loss``)."""
+    def _rank_loss(self, scores, y, mask, group_weight, teacher=None, soft=0.0):
+        """The ranking loss of one head over a batch of padded groups (``loss``; ``teacher``, ``soft``: see
+        ``lambda_rank_loss``)."""
         total = 0.0
         if self.loss in ("lambdarank", "both"):
-            total = lambda_rank_loss(scores, y, mask, gain_scale=self.gain_scale, group_weight=group_weight)
+            total = lambda_rank_loss(scores, y, mask, gain_scale=self.gain_scale, group_weight=group_weight,
+                                     teacher=teacher, soft=soft)
         if self.loss in ("listnet", "both"):
             total = total + listnet_loss(scores, y, mask, self.list_temperature, group_weight)
         return total
@@ -331,7 +350,7 @@ class TorchRankerModel(CostModel):
         base_lr, n_epochs = lr or self.lr, epochs or self.epochs
         opt = torch.optim.AdamW(net.parameters(), lr=base_lr, weight_decay=self.weight_decay)
         y_t = torch.as_tensor(y, dtype=torch.float32)
-        teacher, distil = getattr(self, "fit_teacher_", (None, 0.0))
+        teacher, distil, mode = getattr(self, "fit_teacher_", (None, 0.0, "pairs"))
         t_t = None if teacher is None or not distil else torch.as_tensor(teacher, dtype=torch.float32)
         best_acc, best_state, best_epoch, bad, epoch, seen, spent = -1.0, None, -1, 0, 0, 0, 0.0
         top: list[tuple[float, int, dict]] = []  # the soup's candidates: (validation score, epoch, weights)
@@ -348,9 +367,10 @@ class TorchRankerModel(CostModel):
                 pad_s, pad_y, mask = pad_groups(batch, out, target)
                 gw = (None if group_weight is None else
                       torch.as_tensor(group_weight[[groups[c[0]] for c in batch]], dtype=torch.float32, device=device))
-                loss = sum(self._rank_loss(pad_s[..., h], pad_y, mask, gw) for h in range(out.shape[1]))
-                if t_t is not None:
-                    pad_t = pad_groups(batch, t_t[idx].to(device))[0]
+                pad_t = None if t_t is None else pad_groups(batch, t_t[idx].to(device))[0]
+                soft = (pad_t, distil) if mode == "lambda" else (None, 0.0)
+                loss = sum(self._rank_loss(pad_s[..., h], pad_y, mask, gw, *soft) for h in range(out.shape[1]))
+                if pad_t is not None and mode == "pairs":
                     loss = loss + distil * sum(soft_pair_loss(pad_s[..., h], pad_t, mask, gw) for h in range(out.shape[1]))
                 if self.mse_weight:
                     loss = loss + self.mse_weight * ((out - target[:, None]) ** 2).mean()

@@ -37,14 +37,20 @@ class DistilledCostModel(CostModel):
 
     def __init__(self, teacher: str = "seq-lstm-cos-x2", student: str = "seq-lstm-cos",
                  teacher_params: dict | None = None, student_params: dict | None = None, weight: float = 1.0,
-                 scale: float = 2.0, teacher_from: str | None = None, seed: int = 0) -> None:
-        if not (isinstance(weight, (int, float)) and np.isfinite(weight) and weight >= 0):
-            raise ValueError(f"distilled: weight must be a number >= 0 (0: no teacher term); got {weight!r}")
+                 scale: float = 2.0, mode: str = "pairs", teacher_from: str | None = None, seed: int = 0) -> None:
+        from ._torch_train import DISTIL_MODES
+
+        if mode not in DISTIL_MODES:
+            raise ValueError(f"distilled: mode must be one of {', '.join(DISTIL_MODES)}; got {mode!r}")
+        if not (isinstance(weight, (int, float)) and np.isfinite(weight) and weight >= 0
+                and (mode == "pairs" or weight <= 1)):
+            raise ValueError(f"distilled: weight must be a number >= 0 (0: no teacher term; at most 1 in mode "
+                             f"'lambda'); got {weight!r}")
         if not (isinstance(scale, (int, float)) and np.isfinite(scale) and scale > 0):
             raise ValueError(f"distilled: scale must be a number > 0; got {scale!r}")
         self.teacher, self.student = teacher, student
         self.teacher_params, self.student_params = teacher_params, student_params
-        self.weight, self.scale = float(weight), float(scale)
+        self.weight, self.scale, self.mode = float(weight), float(scale), mode
         self.teacher_from = teacher_from
         self.seed = seed
 
@@ -97,9 +103,16 @@ class DistilledCostModel(CostModel):
         teacher = self.fit_teacher(X, y, groups)
         t = teacher.predict(X)
         mu, sd = within_task_scale(t, groups)
-        student.fit_with_teacher(X, y, groups, (t - mu) / sd * self.scale, self.weight, latency=self.fit_latency_)
+        student.fit_with_teacher(X, y, groups, (t - mu) / sd * self.scale, self.weight, latency=self.fit_latency_,
+                                 mode=self.mode)
         self.student_ = student
         self.teacher_kind_ = self.teacher
+
+    @property
+    def history_(self) -> dict | None:
+        """The student's fit record (epochs, soup), as a torch model's own ``history_``."""
+        student = getattr(self, "student_", None)
+        return getattr(student, "history_", None)
 
     def _predict(self, X: ProgramBatch):
         return self.student_.predict_with_spread(X)

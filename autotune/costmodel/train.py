@@ -120,6 +120,10 @@ def main(argv=None) -> int:
     ap.add_argument("--save-seeds", default=None, metavar="DIR",
                     help="also save every seed's fit at DIR/<kind>/seed<k> (committees of saved fits: "
                          "experiments/costmodel/variants.py --committee; default: only the first seed's, in --models-dir)")
+    ap.add_argument("--teachers-from", default=None, metavar="DIR",
+                    help="a distilled kind (seq-lstm-distil) takes its teacher's fits from DIR/<teacher>/seed<k> (what "
+                         "--save-seeds DIR wrote for the teacher's own row: same dataset, split and seeds; refused "
+                         "otherwise) instead of fitting them again (default: fit them)")
     ap.add_argument("--quick", action="store_true", help="small models/epochs (CI)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="fit nothing: rebuild comparison.md from --results/comparison.json (the paired table and the "
@@ -276,7 +280,7 @@ def _train_seeds_parallel(kind, params, seeds, threads, jobs, source, save_seeds
 
 
 def _main(args) -> int:
-    from . import REGISTRY
+    from . import REGISTRY, ModelFileError, create
     from .data import load_split
     from .evaluate import over_seeds
 
@@ -300,10 +304,24 @@ def _main(args) -> int:
     seeds = list(range(args.seed, args.seed + args.seeds))
     rows = []
     test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
+    params_of = {kind: params_for(kind, args.quick) for kind in kinds}
+    for kind, params in params_of.items() if args.teachers_from else ():
+        if "teacher_params" in params:  # every seed's teacher is there before anything is fitted
+            params["teacher_from"] = os.path.join(args.teachers_from, create(kind, **params).teacher, "seed{seed}")
+            missing = [params["teacher_from"].format(seed=s) for s in seeds
+                       if not os.path.exists(os.path.join(params["teacher_from"].format(seed=s), "model.json"))]
+            if missing:
+                raise UserError(f"--teachers-from: no saved teacher at {', '.join(missing)} (train the teacher's row "
+                                f"with --save-seeds {args.teachers_from} and the same --seeds first)")
     for kind in kinds:
-        params = params_for(kind, args.quick)
-        fits = train_seeds(kind, params, seeds, train, data, test_keys, jobs=args.jobs, source=(args.dataset, held),
-                           save_seeds=args.save_seeds and os.path.join(args.save_seeds, kind))
+        params = params_of[kind]
+        try:
+            fits = train_seeds(kind, params, seeds, train, data, test_keys, jobs=args.jobs,
+                               source=(args.dataset, held), save_seeds=args.save_seeds and os.path.join(args.save_seeds, kind))
+        except ModelFileError as err:
+            if "teacher_from" not in params:
+                raise
+            raise UserError(f"--teachers-from: {err}") from None
         model, runs = fits["model"], fits["runs"]
         metrics = {**runs[0], "over_seeds": over_seeds(runs)}
         thr = _throughput(model, test_all.batch)
@@ -373,6 +391,7 @@ def params_for(kind: str, quick: bool = False, hparams_dir: str = HPARAMS_DIR) -
     its member ``k`` at seed ``s`` is the model the ``k`` row trains at seed ``s``, plus what the registered kind
     sets for its members (``seq-lstm-cos-x2``'s ``soup``)."""
     from . import create, model_class
+    from .distil import DistilledCostModel
     from .ensemble import EnsembleCostModel
 
     params = {**hparams_for(kind, hparams_dir), **(_quick(kind) if quick else {})}
@@ -381,6 +400,11 @@ def params_for(kind: str, quick: bool = False, hparams_dir: str = HPARAMS_DIR) -
         members, own = params.get("members", default.members), default.member_params or {}
         params["member_params"] = {m: {**own.get(m, {}), **params_for(m, quick, hparams_dir)}
                                    for m in dict.fromkeys(members)}
+    if issubclass(model_class(kind), DistilledCostModel):  # the teacher as its own row trains it; the student too
+        default = create(kind)
+        teacher, student = params.get("teacher", default.teacher), params.get("student", default.student)
+        params.setdefault("teacher_params", params_for(teacher, quick, hparams_dir))
+        params.setdefault("student_params", {**(default.student_params or {}), **params_for(student, quick, hparams_dir)})
     return params
 
 
