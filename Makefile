@@ -91,16 +91,20 @@ features: setup
 # mobilenet_v2, bert_base); writes models/<hardware>/<kind>/ and experiments/costmodel/results/.
 # SEEDS: train every model that many times and report mean ± sd and a paired comparison per model pair
 # (top-1 moves by tenths between seeds; issue 12's targets are read over >= 3 seeds)
-# Every row of experiments/costmodel/results/comparison.md: ~75 min of fits per seed on a 2-core CPU (seq,
-# seq-top and ensemble ~15 min each, seq-lstm-cos and seq-lstm-rows 15, seq-lstm-cos-x2 30), ~3.5 h for 3 seeds; MODELS=xgb,ms-xgb
-# retrains some and keeps the other rows.
+# Every row of experiments/costmodel/results/comparison.md: ~85 min of fits per seed on a 2-core CPU (seq,
+# seq-top and ensemble ~15 min each, seq-lstm-cos and seq-lstm-rows 15, seq-lstm-cos-x2 30, seq-lstm-distil 10 on
+# top of the seq-lstm-cos-x2 fits it takes as its teacher from SEEDS_DIR), ~4 h for 3 seeds; MODELS=xgb,ms-xgb
+# retrains some and keeps the other rows. Every seed's fit is kept under SEEDS_DIR (committees of saved fits:
+# experiments/costmodel/variants.py --committee); seq-lstm-distil alone reads its teacher's fits there.
 # JOBS: seeds fitted side by side, one process and cores/JOBS threads each (a torch fit runs about as fast on one
 # core as on two here, so 2 about halves the wall time; JOBS=1 fits one seed at a time with every core)
 SEEDS ?= 3
 JOBS ?= 2
-MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-lstm-cos-x2,seq-top,ensemble,random
+SEEDS_DIR ?= runs/seeds
+MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-lstm-cos-x2,seq-lstm-distil,seq-top,ensemble,random
 train-costmodel: features
-	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS) --jobs $(JOBS) --models $(MODELS)
+	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS) --jobs $(JOBS) --models $(MODELS) \
+	    --save-seeds $(SEEDS_DIR) --teachers-from $(SEEDS_DIR)
 
 # After train-costmodel: TCL claim T2 (Mamba vs LSTM vs attention mixers, ~40 min of fits, resumable), where
 # held-out top-1 is lost and rank ensembles of the saved models, offline scores vs tuning (no training), the

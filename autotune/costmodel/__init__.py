@@ -41,10 +41,12 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     # variants.md, "cosx2"); predicts at half seq-lstm-cos's rate; spread = the two seeds' disagreement
     "seq-lstm-cos-x2": ("autotune.costmodel.ensemble", "EnsembleCostModel",
                         {"members": ["seq-lstm-cos"] * 2, "member_params": {"seq-lstm-cos": {"soup": 10}}}),
-    # seq-lstm-cos fitted with seq-lstm-cos-x2 as its teacher (knowledge distillation: the true labels' ranking loss
-    # plus the committee's soft pairwise orders): one network, so it predicts at seq-lstm-cos's rate
+    # seq-lstm-cos fitted with seq-lstm-cos-x2 as its teacher (knowledge distillation: LambdaRank's pairs take the
+    # committee's odds as their targets): held-out top-1 level with the committee's, at one network's prediction cost
+    # (experiments/costmodel/results/variants.md, "distil-lam1")
     "seq-lstm-distil": ("autotune.costmodel.distil", "DistilledCostModel",
-                        {"teacher": "seq-lstm-cos-x2", "student": "seq-lstm-cos", "student_params": {"soup": 10}}),
+                        {"teacher": "seq-lstm-cos-x2", "student": "seq-lstm-cos", "student_params": {"soup": 10},
+                         "mode": "lambda", "weight": 1.0}),
 }
 
 

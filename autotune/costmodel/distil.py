@@ -8,6 +8,13 @@ a soft pairwise term that asks the student to order each pair of a task's progra
 does (``_torch_train.soft_pair_loss``; Hinton et al. 2015's soft targets, in RankNet's pairwise form). Only
 the student is kept: prediction, fine-tuning and the saved folder are the student's.
 
+Two ways to hand the teacher's orders on (``mode``): ``pairs`` adds ``weight`` x the soft pairwise cross-entropy over
+every pair of a task's programs to the ranking loss; ``lambda`` (registered) keeps LambdaRank's own pairs and
+weights (the order near the top weighs most) and makes each pair's target the teacher's odds instead of 1 (``weight``
+in [0, 1]: the share of the teacher in the target). Measured on the main set, three seeds each, teacher the saved
+``seq-lstm-cos-x2`` fits (``results/variants.md``): ``pairs`` lowered top-1 and top-5 against the student alone
+(``distil``); ``lambda`` at weight 1 (``distil-lam1``) read the committee's top-1 at one network's cost.
+
 The teacher's scores are put on the student's scale first: centred and divided by their mean within-task
 standard deviation (``ensemble.within_task_scale``), then multiplied by ``scale`` (a single seq-lstm-cos fit's
 raw scores spread ~2.3 within a task: the x2 members' ``norm`` on the main set, 2026-12-07).
@@ -37,7 +44,7 @@ class DistilledCostModel(CostModel):
 
     def __init__(self, teacher: str = "seq-lstm-cos-x2", student: str = "seq-lstm-cos",
                  teacher_params: dict | None = None, student_params: dict | None = None, weight: float = 1.0,
-                 scale: float = 2.0, mode: str = "pairs", teacher_from: str | None = None, seed: int = 0) -> None:
+                 scale: float = 2.0, mode: str = "lambda", teacher_from: str | None = None, seed: int = 0) -> None:
         from ._torch_train import DISTIL_MODES
 
         if mode not in DISTIL_MODES:

@@ -38,7 +38,7 @@ from autotune.data.store import portable_path
 from autotune.errors import UserError
 
 logger = logging.getLogger("autotune.costmodel.train")
-DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-lstm-cos-x2,seq-top,ensemble,random"  # the comparison table's rows
+DEFAULT_MODELS = "xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-lstm-cos-x2,seq-lstm-distil,seq-top,ensemble,random"  # the comparison table's rows
 DEFAULT_SEEDS = 3
 HPARAMS_DIR = os.path.join("models", "hparams")
 BENCH_DIR = os.path.join("benchmarks", "results")
@@ -123,7 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--teachers-from", default=None, metavar="DIR",
                     help="a distilled kind (seq-lstm-distil) takes its teacher's fits from DIR/<teacher>/seed<k> (what "
                          "--save-seeds DIR wrote for the teacher's own row: same dataset, split and seeds; refused "
-                         "otherwise) instead of fitting them again (default: fit them)")
+                         "otherwise) instead of fitting them again; with --save-seeds DIR too, a teacher listed before "
+                         "it in --models is fitted first in the same run (default: fit them)")
     ap.add_argument("--quick", action="store_true", help="small models/epochs (CI)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="fit nothing: rebuild comparison.md from --results/comparison.json (the paired table and the "
@@ -307,7 +308,11 @@ def _main(args) -> int:
     params_of = {kind: params_for(kind, args.quick) for kind in kinds}
     for kind, params in params_of.items() if args.teachers_from else ():
         if "teacher_params" in params:  # every seed's teacher is there before anything is fitted
-            params["teacher_from"] = os.path.join(args.teachers_from, create(kind, **params).teacher, "seed{seed}")
+            teacher = create(kind, **params).teacher
+            params["teacher_from"] = os.path.join(args.teachers_from, teacher, "seed{seed}")
+            if teacher in kinds[:kinds.index(kind)] and args.save_seeds and \
+                    os.path.abspath(args.save_seeds) == os.path.abspath(args.teachers_from):
+                continue  # this run fits the teacher's row first and saves every seed there
             missing = [params["teacher_from"].format(seed=s) for s in seeds
                        if not os.path.exists(os.path.join(params["teacher_from"].format(seed=s), "model.json"))]
             if missing:

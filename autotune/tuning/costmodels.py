@@ -7,7 +7,7 @@
 
 Names (``COST_MODELS``): ``ms-xgb`` is MetaSchedule's stock XGBModel (online only, the baseline) and
 ``random`` its RandomModel; ``xgb`` / ``seq`` / ``seq-lstm`` / ``seq-lstm-cos`` / ``seq-lstm-rows`` /
-``seq-lstm-cos-x2`` / ``seq-top`` / ``ms-mlp`` / ``ensemble`` are our pretrained models from
+``seq-lstm-cos-x2`` / ``seq-lstm-distil`` / ``seq-top`` / ``ms-mlp`` / ``ensemble`` are our pretrained models from
 ``models/<hardware_id>/<kind>/`` updated online (``--online-update``); ``online-xgb`` is our ranking
 XGBoost learned online only. A saved model folder (``--cost-model-path``) is loaded by the kind its
 model.json names, so a saved ``ms-xgb`` folder is our ``MSXGBCostModel``, never the stock model;
@@ -74,6 +74,9 @@ COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
     CostModelName("seq-lstm-cos-x2", "pretrained", "seq-lstm-cos fitted with two seeds, scores averaged (the best "
                   "sequence model offline: top-1 and top-5 above either LSTM alone), pretrained for this hardware "
                   "(else the nearest hardware's) + --online-update"),
+    CostModelName("seq-lstm-distil", "pretrained", "seq-lstm-cos fitted with seq-lstm-cos-x2 as its teacher "
+                  "(knowledge distillation: the committee's top-1 at one network's prediction cost), pretrained for "
+                  "this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("seq-top", "pretrained", "seq trained for the top of the order (LambdaRank gains 2^(4y)-1), "
                   "pretrained for this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("ensemble", "pretrained", "a committee of model families (members chosen on validation networks, "
