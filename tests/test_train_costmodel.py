@@ -253,15 +253,14 @@ def test_train_bad_input(cli, tmp_path, args, expected):
 
 def test_distilled_row_reuses_the_teachers_row_fits(cli, tmp_path):
     """--teachers-from: seq-lstm-distil takes seq-lstm-cos-x2's saved fits (same seeds) instead of fitting them
-    again; a folder without them is refused before anything is fitted, with exit 2."""
+    again — in one run as `make train-costmodel` does it (the teacher's row first, --save-seeds the same folder);
+    a folder without them is refused before anything is fitted, with exit 2."""
     common = ["--dataset", TEST_DATASET, "--held-out", "tiny", "--quick", "--seeds", "1", "--models-dir",
               str(tmp_path / "m"), "--results", str(tmp_path / "r")]
-    res = cli("autotune.costmodel.train", *common, "--models", "seq-lstm-cos-x2", "--save-seeds",
-              str(tmp_path / "s"), timeout=600)
+    res = cli("autotune.costmodel.train", *common, "--models", "seq-lstm-cos-x2,seq-lstm-distil", "--save-seeds",
+              str(tmp_path / "s"), "--teachers-from", str(tmp_path / "s"), timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    res = cli("autotune.costmodel.train", *common, "--models", "seq-lstm-distil", "--teachers-from",
-              str(tmp_path / "s"), timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(os.listdir(tmp_path / "s")) == ["seq-lstm-cos-x2", "seq-lstm-distil"]
     comparison = json.loads((tmp_path / "r" / "comparison.json").read_text())
     row = next(r for r in comparison["rows"] if r["kind"] == "seq-lstm-distil")
     assert row["params"]["teacher_from"] == str(tmp_path / "s" / "seq-lstm-cos-x2" / "seed{seed}")
