@@ -97,7 +97,9 @@ AUTO_ORDER = ("xgb", "seq", "ms-mlp")
 # nor is the ensemble (resnet50 seed 1 in the same folder: as many trials to stock's final as ms-mlp, ended slower),
 # nor seq-lstm-rows (the best offline since 2026-12-07): experiments/tuning_efficiency/results_real_rows (Zen 4,
 # bert_base seed 0) slower than ms-mlp at 1/8-1/2 of the budget, level at the end; nor seq-lstm-cos-x2 (level with it
-# offline, registered 2026-12-07): behind ms-mlp early (bert_base +11% at 1/8, resnet50 +35% / +14% at 1/8 / 1/4), level at the end -- one seed each.
+# offline, registered 2026-12-07): behind ms-mlp early (bert_base +11% at 1/8, resnet50 +35% / +14% at 1/8 / 1/4), level at the end -- one seed each;
+# nor seq-lstm-distil (that committee distilled into one network, registered 2026-12-07): ahead of ms-mlp at every
+# bert_base snapshot by 0.7-3.2%, behind at every resnet50 one (+40% at 1/8, +9.5% at the end) -- one seed each.
 AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
