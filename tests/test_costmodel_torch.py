@@ -473,15 +473,17 @@ def test_soft_pair_loss_is_the_pairwise_cross_entropy_against_the_teachers_odds(
 
 def test_the_teacher_term_teaches_what_the_labels_do_not(data):
     """Labels that say nothing (every program of a task alike: the ranking loss has no pair to order) and a
-    teacher that knows the true order: with the teacher term the student ranks held-out programs by the truth
-    (measured 0.94), without it the network stays as initialised (0.45)."""
+    teacher that knows the true order: with the teacher term (mode ``pairs``: its own pairs, not the labels')
+    the student ranks held-out programs by the truth (measured 0.94), without it the network stays as
+    initialised (0.45)."""
     X, y, groups, test = data
     flat = np.ones_like(y)
     teacher = np.log(y) / np.log(y).std() * 2.0
     tr = ~test
     accs = {}
     for weight in (0.0, 1.0):
-        model = SeqCostModel(**FAST).fit_with_teacher(X.subset(tr), flat[tr], groups[tr], teacher[tr], weight)
+        model = SeqCostModel(**FAST).fit_with_teacher(X.subset(tr), flat[tr], groups[tr], teacher[tr], weight,
+                                                      mode="pairs")
         accs[weight] = pairwise_accuracy(-y[test], model.predict(X.subset(test)), groups[test])
     assert accs[1.0] > 0.85 and accs[0.0] < 0.6, accs
     with pytest.raises(ValueError, match="teacher must be"):

@@ -267,7 +267,7 @@ class TorchRankerModel(CostModel):
         return sum(p.numel() for p in net.parameters())
 
     def fit_with_teacher(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, teacher: np.ndarray,
-                         weight: float = 1.0, latency: np.ndarray | None = None, mode: str = "pairs") -> TorchRankerModel:
+                         weight: float = 1.0, latency: np.ndarray | None = None, mode: str = "lambda") -> TorchRankerModel:
         """``fit`` with a distillation term against ``teacher`` (another model's scores of the same programs, on the
         scale the student's scores should take). ``mode`` ``pairs``: besides the ranking loss on ``y``, each batch
         adds ``weight`` x ``soft_pair_loss`` (every pair of a task alike); ``lambda``: the LambdaRank loss itself

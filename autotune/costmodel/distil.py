@@ -3,13 +3,13 @@
 The registered ``seq-lstm-cos-x2`` (two seeds of the LSTM, scores averaged) ranks the held-out programs better
 than either seed alone (``experiments/costmodel/results/variants.md``, "cosx2 − cos62r") but predicts at half
 the rate, and the search pays for every candidate it ranks. ``DistilledCostModel`` fits the ``teacher`` kind,
-scores the training programs with it, and fits the ``student`` kind (a torch ranker) on the true labels plus
-a soft pairwise term that asks the student to order each pair of a task's programs as surely as the teacher
-does (``_torch_train.soft_pair_loss``; Hinton et al. 2015's soft targets, in RankNet's pairwise form). Only
-the student is kept: prediction, fine-tuning and the saved folder are the student's.
+scores the training programs with it, and fits the ``student`` kind (a torch ranker) on the true labels with
+the teacher's soft targets (Hinton et al. 2015's soft targets, in RankNet's pairwise form: the student learns to
+order pairs of a task's programs as surely as the teacher does). Only the student is kept: prediction,
+fine-tuning and the saved folder are the student's.
 
 Two ways to hand the teacher's orders on (``mode``): ``pairs`` adds ``weight`` x the soft pairwise cross-entropy over
-every pair of a task's programs to the ranking loss; ``lambda`` (registered) keeps LambdaRank's own pairs and
+every pair of a task's programs to the ranking loss (``_torch_train.soft_pair_loss``); ``lambda`` (the default) keeps LambdaRank's own pairs and
 weights (the order near the top weighs most) and makes each pair's target the teacher's odds instead of 1 (``weight``
 in [0, 1]: the share of the teacher in the target). Measured on the main set, three seeds each, teacher the saved
 ``seq-lstm-cos-x2`` fits (``results/variants.md``): ``pairs`` lowered top-1 and top-5 against the student alone
