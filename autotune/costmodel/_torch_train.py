@@ -90,11 +90,12 @@ def lambda_rank_loss(
     inv = 1.0 / disc
     weight = (inv[:, None] - inv[None, :]).abs()[None] * (gain[:, :, None] - gain[:, None, :]).abs()
     pairs = m[:, :, None] & m[:, None, :] & (t[:, :, None] > t[:, None, :])
-    logp = F.logsigmoid(sigma * (s[:, :, None] - s[:, None, :]))
+    diff = sigma * (s[:, :, None] - s[:, None, :])
+    logp = F.logsigmoid(diff)
     if teacher is not None and soft > 0:
         tt = teacher.gather(1, order)
         p = 1.0 - soft + soft * torch.sigmoid(tt[:, :, None] - tt[:, None, :])
-        logp = p * logp + (1.0 - p) * F.logsigmoid(-sigma * (s[:, :, None] - s[:, None, :]))
+        logp = p * logp + (1.0 - p) * F.logsigmoid(-diff)
     if group_weight is not None:
         weight = weight * group_weight[:, None, None]
     return -(weight * logp)[pairs].sum() / max(n_groups, 1)
@@ -115,6 +116,17 @@ def listnet_loss(scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, temp
     if group_weight is not None:
         per_group = per_group * group_weight
     return per_group.sum() / max(len(per_group), 1)
+
+
+def check_distil(mode: str, weight: float, who: str) -> None:
+    """A distillation setting's one check (``fit_with_teacher`` and the ``distilled`` kind): ``mode`` one of
+    DISTIL_MODES, ``weight`` a number >= 0, at most 1 in mode ``lambda`` (the teacher's share of each target)."""
+    if mode not in DISTIL_MODES:
+        raise ValueError(f"{who}: mode must be one of {', '.join(DISTIL_MODES)}; got {mode!r}")
+    if not (isinstance(weight, (int, float)) and np.isfinite(weight) and weight >= 0
+            and (mode == "pairs" or weight <= 1)):
+        raise ValueError(f"{who}: weight must be a number >= 0 (0: no teacher term; at most 1 in mode 'lambda'); "
+                         f"got {weight!r}")
 
 
 def soft_pair_loss(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
@@ -277,10 +289,7 @@ class TorchRankerModel(CostModel):
         teacher = np.asarray(teacher, dtype=np.float64)
         if teacher.shape != (len(X),) or not np.all(np.isfinite(teacher)):
             raise ValueError(f"fit_with_teacher: teacher must be {len(X)} finite scores, one per program")
-        if mode not in DISTIL_MODES:
-            raise ValueError(f"fit_with_teacher: mode must be one of {', '.join(DISTIL_MODES)}; got {mode!r}")
-        if not (np.isfinite(weight) and weight >= 0 and (mode == "pairs" or weight <= 1)):
-            raise ValueError(f"fit_with_teacher: weight must be a number >= 0 (at most 1 in mode 'lambda'); got {weight!r}")
+        check_distil(mode, weight, "fit_with_teacher")
         if mode == "lambda" and self.loss != "lambdarank":
             raise ValueError(f"fit_with_teacher: mode 'lambda' needs loss 'lambdarank'; this model trains with {self.loss!r}")
         self.fit_teacher_ = (teacher, float(weight), mode)

@@ -45,14 +45,9 @@ class DistilledCostModel(CostModel):
     def __init__(self, teacher: str = "seq-lstm-cos-x2", student: str = "seq-lstm-cos",
                  teacher_params: dict | None = None, student_params: dict | None = None, weight: float = 1.0,
                  scale: float = 2.0, mode: str = "lambda", teacher_from: str | None = None, seed: int = 0) -> None:
-        from ._torch_train import DISTIL_MODES
+        from ._torch_train import check_distil
 
-        if mode not in DISTIL_MODES:
-            raise ValueError(f"distilled: mode must be one of {', '.join(DISTIL_MODES)}; got {mode!r}")
-        if not (isinstance(weight, (int, float)) and np.isfinite(weight) and weight >= 0
-                and (mode == "pairs" or weight <= 1)):
-            raise ValueError(f"distilled: weight must be a number >= 0 (0: no teacher term; at most 1 in mode "
-                             f"'lambda'); got {weight!r}")
+        check_distil(mode, weight, "distilled")
         if not (isinstance(scale, (int, float)) and np.isfinite(scale) and scale > 0):
             raise ValueError(f"distilled: scale must be a number > 0; got {scale!r}")
         self.teacher, self.student = teacher, student
@@ -67,7 +62,10 @@ class DistilledCostModel(CostModel):
 
         if not issubclass(model_class(self.student), TorchRankerModel):
             raise ValueError(f"distilled: the student must be a torch ranker kind (seq*, ms-mlp); got {self.student!r}")
-        model = create_seeded(self.student, self.seed, **(self.student_params or {}))
+        return self._threaded(create_seeded(self.student, self.seed, **(self.student_params or {})))
+
+    def _threaded(self, model: CostModel) -> CostModel:
+        """``model`` on this model's thread count, once ``set_threads`` set one."""
         return model.set_threads(self.threads_) if getattr(self, "threads_", None) else model
 
     @property
@@ -89,20 +87,16 @@ class DistilledCostModel(CostModel):
 
         if self.teacher_from:
             path = self.teacher_from.replace("{seed}", str(self.seed))
-            model = load(path)
+            model = self._threaded(load(path))
             if not isinstance(model, EnsembleCostModel):
                 raise ModelFileError(f"{path}: teacher_from takes an ensemble teacher (its member scales tell which "
                                      f"programs it was fitted on); it holds {model.name!r}")
-            if getattr(self, "threads_", None):
-                model.set_threads(self.threads_)
             seen = [within_task_scale(m.predict(X), groups) for m in model.members_]
             if not np.allclose(np.asarray(seen), np.asarray(model.norm_), rtol=1e-4, atol=1e-5):
                 raise ModelFileError(f"{path}: this teacher was not fitted on these training programs (member scales "
                                      f"{np.round(model.norm_, 4).tolist()} stored, {np.round(seen, 4).tolist()} here)")
             return model
-        model = create_seeded(self.teacher, self.seed, **(self.teacher_params or {}))
-        if getattr(self, "threads_", None):
-            model.set_threads(self.threads_)
+        model = self._threaded(create_seeded(self.teacher, self.seed, **(self.teacher_params or {})))
         return model.fit(X, y, groups, latency=self.fit_latency_)
 
     def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
@@ -113,7 +107,6 @@ class DistilledCostModel(CostModel):
         student.fit_with_teacher(X, y, groups, (t - mu) / sd * self.scale, self.weight, latency=self.fit_latency_,
                                  mode=self.mode)
         self.student_ = student
-        self.teacher_kind_ = self.teacher
 
     @property
     def history_(self) -> dict | None:
