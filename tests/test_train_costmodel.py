@@ -455,7 +455,7 @@ def test_data_curve_script(tmp_path):
     script = os.path.join(ROOT, "experiments", "costmodel", "data_curve.py")
     cache, out = tmp_path / "cache", tmp_path / "out"
     args = [script, "--dataset", TEST_DATASET, "--held-out", "tiny", "--kinds", "ms-xgb,xgb-reg", "--caps", "4,all",
-            "--seeds", "0,1", "--quick", "--cache", str(cache), "--out", str(out)]
+            "--seeds", "0,1", "--quick", "--threads", "1", "--cache", str(cache), "--out", str(out)]
 
     def run(*a):
         return subprocess.run([sys.executable, *a], cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -476,7 +476,8 @@ def test_data_curve_script(tmp_path):
     assert run(*args, "--summarize-only").returncode == 0
     assert {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)} == stamps
     for bad, expected in ((["--caps", "1"], "--caps"), (["--kinds", "nope"], "--kinds"),
-                          (["--seeds", "x"], "--seeds"), (["--held-out", "resnet50"], "--held-out")):
+                          (["--seeds", "x"], "--seeds"), (["--held-out", "resnet50"], "--held-out"),
+                          (["--threads", "0"], "--threads")):
         res = run(*args, *bad)
         assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
 
@@ -510,6 +511,37 @@ def test_data_curve_reading_hand_computed(tmp_path):
     # +0.01 per doubling from 0.40: 35 doublings (2^35 x today's) — past the readable range, said so, no number
     assert "- xgb-reg: top-1 0.400 at 30.0 programs per task, +0.010 per doubling; at that slope top-1 0.75 would " \
            "need more than 64x today's programs per task — too far past the measured caps" in md
+
+
+def test_top1_loss_reading_hand_computed(tmp_path):
+    """comparison.md says where the best sequence model loses top-1, from top1_analysis.json of the same dataset:
+    top-1 0.6 loses 0.4, of which 0.3 in catastrophic picks = 75%; another dataset's or kind's analysis is not
+    read; the best sequence model is the one with the highest mean top-1."""
+    from autotune.costmodel.train import best_sequence_kind, markdown_table, top1_loss_reading
+
+    worst = {"name": "fused_conv2d5", "loss_share": 0.2, "pick_over_best": 8.0, "task": "k", "weight": 1.0}
+    analysis = {"dataset_manifest_sha256": "abc", "catastrophic_ratio": 2.0, "cards": {"seq-lstm-cos": "0123456789ab"},
+                "losses": {"seq-lstm-cos": {"m": {"top1": 0.6, "loss_from_catastrophic": 0.3, "catastrophic_tasks": 2,
+                                                   "tasks": 10, "worst": [worst]}}}}
+    (tmp_path / "top1_analysis.json").write_text(json.dumps(analysis))
+    got = top1_loss_reading(str(tmp_path), "abc", "seq-lstm-cos")
+    assert got["models"]["m"]["catastrophic_share"] == pytest.approx(0.75)
+    assert top1_loss_reading(str(tmp_path), "other", "seq-lstm-cos") is None
+    assert top1_loss_reading(str(tmp_path), "abc", "seq-lstm-rows") is None
+    assert top1_loss_reading(str(tmp_path / "missing"), "abc", "seq-lstm-cos") is None
+
+    def row(kind, top1):
+        return {"kind": kind, "metrics": {"over_seeds": {"all": {"mean": {"top1": top1}}}}}
+
+    assert best_sequence_kind([row("xgb", 0.9), row("seq-lstm-cos", 0.6), row("seq-lstm-rows", 0.5)]) == "seq-lstm-cos"
+    assert best_sequence_kind([row("xgb", 0.9)]) is None
+    result = {"hardware_id": "hw", "held_out": ["m"], "rows": [], "train_programs": 1, "seeds": [0],
+              "dataset_manifest_sha256": "abc", "git_commit": None, "loadavg": None, "paired": [], "done_when": [],
+              "top1_losses": got}
+    md = markdown_table(result)
+    assert "Where seq-lstm-cos loses top-1" in md and "card commit 0123456789" in md
+    assert "- m: top-1 0.600; 75% of the lost 0.400 from picks ≥ 2x slower than the task's best, in 2 of 10 tasks; " \
+           "costliest task fused_conv2d5 (0.200 of the score, pick 8.0x the best)" in md
 
 
 def test_results_folder_per_hardware(tmp_path):

@@ -179,6 +179,8 @@ def _write_comparison(result: dict, models_dir: str, results_dir: str) -> None:
                    "done_when": done_when(result["rows"], size, latest_throughput_benchmark(
                        os.path.join(models_dir, result["hardware_id"])), models_dir),
                    "data_curve": data_curve_reading(results_dir, result["dataset_manifest_sha256"])})
+    best = best_sequence_kind(result["rows"])
+    result["top1_losses"] = best and top1_loss_reading(results_dir, result["dataset_manifest_sha256"], best)
     write_results(os.path.join(results_dir, "comparison.json"), result, os.path.join(results_dir, "comparison.md"),
                   markdown_table(result))
 
@@ -493,6 +495,32 @@ def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TAR
             "missing": len(got.get("missing", [])), "max_top1_sd": max(sds, default=None)} if kinds else None
 
 
+def top1_loss_reading(results_dir: str, manifest_hash: str, kind: str) -> dict | None:
+    """Where ``kind`` loses held-out top-1, as ``experiments/costmodel/top1_analysis.py`` measured it on the same
+    dataset (``results_dir``/top1_analysis.json, the saved first-seed model): per held-out model its top-1, the
+    share of the lost top-1 that picks >= ``catastrophic_ratio`` x slower than the task's best cost, how many tasks
+    made such a pick, and the costliest task. None without a result for this dataset and kind."""
+    path = os.path.join(results_dir, "top1_analysis.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            got = json.load(f)
+    except (OSError, ValueError):
+        return None
+    per = got.get("losses", {}).get(kind)
+    if got.get("dataset_manifest_sha256") != manifest_hash or not per:
+        return None
+    models = {}
+    for name, e in per.items():
+        lost = 1.0 - e["top1"]
+        worst = e["worst"][0] if e.get("worst") else None
+        models[name] = {"top1": e["top1"], "catastrophic_share": e["loss_from_catastrophic"] / lost if lost > 0 else 0.0,
+                        "catastrophic_tasks": e["catastrophic_tasks"], "tasks": e["tasks"],
+                        "worst": worst and {"name": worst["name"], "loss_share": worst["loss_share"],
+                                            "pick_over_best": worst["pick_over_best"]}}
+    return {"path": os.path.join(results_dir, "top1_analysis.md"), "kind": kind, "ratio": got["catastrophic_ratio"],
+            "card_commit": got.get("cards", {}).get(kind), "models": models}
+
+
 def latest_throughput_benchmark(models_dir: str, bench_dir: str = BENCH_DIR) -> dict | None:
     """The newest ``benchmarks/predict_throughput.py`` result that timed the models of ``models_dir``
     (e.g. ``models/cpu-znver3-2c``): {"path", "machine", "time", "programs_per_s": {kind: median}}, or None.
@@ -520,6 +548,15 @@ def latest_throughput_benchmark(models_dir: str, bench_dir: str = BENCH_DIR) -> 
     return best
 
 
+def best_sequence_kind(rows: list[dict]) -> str | None:
+    """The sequence model with the highest mean held-out top-1 (view all) over its seeds; None without one."""
+    def top1(row):
+        return row["metrics"].get("over_seeds", {}).get("all", {}).get("mean", {}).get("top1")
+
+    seqs = [r for r in rows if is_sequence_model(r["kind"]) and top1(r) is not None]
+    return max(seqs, key=top1)["kind"] if seqs else None
+
+
 def done_when(rows: list[dict], models_dir_bytes: int | None = None, benchmark: dict | None = None,
               models_dir: str | None = None) -> list[dict]:
     """Issue 12's targets checked against ``rows`` (and the size of the models folder):
@@ -531,8 +568,7 @@ def done_when(rows: list[dict], models_dir_bytes: int | None = None, benchmark: 
     def mean(row, metric):
         return row["metrics"].get("over_seeds", {}).get("all", {}).get("mean", {}).get(metric)
 
-    seqs = [r for r in rows if is_sequence_model(r["kind"]) and mean(r, "top1") is not None]
-    best = max(seqs, key=lambda r: mean(r, "top1"), default=None)
+    best = by_kind.get(best_sequence_kind(rows))
     name = best["kind"] if best else "no sequence model"
     out = []
 
@@ -677,6 +713,18 @@ def markdown_table(result: dict) -> str:
                      "already at the target")
             lines.append(f"- {kind}: top-1 {k['top1']:.3f} at {k['programs_per_task']:.1f} programs per task, "
                          f"{k['slope_per_doubling']:+.3f} per doubling; {reach}")
+    losses = result.get("top1_losses")
+    if losses:
+        lines += ["", f"Where {losses['kind']} loses top-1 (`{losses['path']}`: its saved first-seed model, card commit "
+                      f"{str(losses['card_commit'])[:10]}; TenSet's score is 1 − the weighted latency the task picks "
+                      "lose):", ""]
+        for name, m in losses["models"].items():
+            w = m["worst"]
+            lines.append(f"- {name}: top-1 {m['top1']:.3f}; {m['catastrophic_share']:.0%} of the lost {1 - m['top1']:.3f} "
+                         f"from picks ≥ {losses['ratio']:.0f}x slower than the task's best, in {m['catastrophic_tasks']} "
+                         f"of {m['tasks']} tasks"
+                         + (f"; costliest task {w['name']} ({w['loss_share']:.3f} of the score, pick "
+                            f"{w['pick_over_best']:.1f}x the best)" if w else ""))
     lines += ["", f"Reproduce: `{reproduce_command(result)}` (`make train-costmodel` with DATASET, MODELS, SEEDS; "
                   "see autotune/costmodel/train.py).", ""]
     return "\n".join(lines)

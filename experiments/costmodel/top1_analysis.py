@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from autotune.cli import git_commit, run_main, setup_logging, write_results  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
-ENSEMBLE_KINDS = ("seq", "seq-top", "ms-xgb", "ms-mlp", "xgb")
+ENSEMBLE_KINDS = ("seq-lstm-distil", "seq-lstm-cos-x2", "seq-lstm-rows", "ms-xgb", "xgb")  # the best of each family
 CATASTROPHIC = 2.0  # a pick this many times slower than the task's best
 
 
@@ -77,6 +77,7 @@ def _main(args) -> int:
     from autotune.costmodel import load
     from autotune.costmodel.data import load_training_data
     from autotune.costmodel.evaluate import score_part
+    from autotune.costmodel.train import manifest_sha256
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     data = load_training_data(args.dataset)
@@ -122,7 +123,8 @@ def _main(args) -> int:
             ensembles[" + ".join(combo)] = scores(sum(z[k] for k in combo))
     result = {"dataset": os.path.relpath(args.dataset, ROOT), "hardware_id": hw, "models": kinds,
               "cards": {k: _card_commit(os.path.join(folder, k)) for k in kinds}, "losses": losses,
-              "ensembles": ensembles, "catastrophic_ratio": CATASTROPHIC, "git_commit": git_commit()}
+              "ensembles": ensembles, "catastrophic_ratio": CATASTROPHIC, "git_commit": git_commit(),
+              "dataset_manifest_sha256": manifest_sha256(data.manifest), "held_out": list(held_out)}
     write_results(os.path.join(args.out, "top1_analysis.json"), result, os.path.join(args.out, "top1_analysis.md"),
                   markdown(result))
     return 0
