@@ -44,6 +44,8 @@ def test_a_saved_teacher_is_reused_only_on_its_own_programs(data, teacher_dir, t
     again = load(str(tmp_path / "m"))
     np.testing.assert_allclose(again.predict(batch), model.predict(batch), rtol=1e-6)
     np.testing.assert_allclose(again.predict(batch), again.student_.predict(batch), rtol=1e-6)  # the student's scores
+    teacher, scores = model.fit_teacher(batch.subset(part), y[part], groups[part])  # members predict once
+    np.testing.assert_allclose(scores, load(teacher_dir.format(seed=1)).predict(batch.subset(part)), rtol=1e-6)
     other = groups >= 2  # overlaps the teacher's programs, is not them
     with pytest.raises(ModelFileError, match="not fitted on these training programs"):
         create("seq-lstm-distil", teacher_from=teacher_dir, student_params=QUICK_STUDENT, seed=1).fit(

@@ -4,6 +4,7 @@ comparison over seeds (paired differences, done-when block) on hand-made rows.""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -269,6 +270,15 @@ def test_distilled_row_reuses_the_teachers_row_fits(cli, tmp_path):
               str(tmp_path / "none"), timeout=300)
     assert res.returncode == 2 and "--teachers-from" in res.stderr and "Traceback" not in res.stderr
     assert "xgb" not in [r["kind"] for r in json.loads((tmp_path / "r" / "comparison.json").read_text())["rows"]]
+    # a teacher folder that is there but refused when the row fits it (a single model, not the ensemble teacher):
+    # exit 2, and the row fitted before it in the same run is in the comparison (written after every row)
+    shutil.copytree(tmp_path / "s" / "seq-lstm-distil" / "seed0" / "student",
+                    tmp_path / "bad" / "seq-lstm-cos-x2" / "seed0")
+    res = cli("autotune.costmodel.train", *common, "--models", "xgb,seq-lstm-distil", "--teachers-from",
+              str(tmp_path / "bad"), timeout=300)
+    assert res.returncode == 2 and "ensemble teacher" in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+    kept = [r["kind"] for r in json.loads((tmp_path / "r" / "comparison.json").read_text())["rows"]]
+    assert kept == ["xgb", "seq-lstm-cos-x2", "seq-lstm-distil"], kept
 
 
 @pytest.mark.slow  # ~65 s on Zen 3: an experiment script's check, run with the slow suite

@@ -80,8 +80,9 @@ class DistilledCostModel(CostModel):
             self.student_.set_threads(n)
         return self
 
-    def fit_teacher(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> CostModel:
-        """The fitted teacher: ``teacher_from``'s (checked against these programs) or a fresh fit."""
+    def fit_teacher(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> tuple[CostModel, np.ndarray]:
+        """The fitted teacher — ``teacher_from``'s (checked against these programs) or a fresh fit — and its
+        scores on them (a saved teacher's members predict them once: for the check and for the scores)."""
         from . import create_seeded, load
         from .ensemble import EnsembleCostModel
 
@@ -91,18 +92,19 @@ class DistilledCostModel(CostModel):
             if not isinstance(model, EnsembleCostModel):
                 raise ModelFileError(f"{path}: teacher_from takes an ensemble teacher (its member scales tell which "
                                      f"programs it was fitted on); it holds {model.name!r}")
-            seen = [within_task_scale(m.predict(X), groups) for m in model.members_]
+            raw = [m.predict(X) for m in model.members_]
+            seen = [within_task_scale(r, groups) for r in raw]
             if not np.allclose(np.asarray(seen), np.asarray(model.norm_), rtol=1e-4, atol=1e-5):
                 raise ModelFileError(f"{path}: this teacher was not fitted on these training programs (member scales "
                                      f"{np.round(model.norm_, 4).tolist()} stored, {np.round(seen, 4).tolist()} here)")
-            return model
+            return model, np.asarray(model.combine(model.common_scale(raw))[0], dtype=np.float64)
         model = self._threaded(create_seeded(self.teacher, self.seed, **(self.teacher_params or {})))
-        return model.fit(X, y, groups, latency=self.fit_latency_)
+        model.fit(X, y, groups, latency=self.fit_latency_)
+        return model, model.predict(X)
 
     def _fit(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> None:
         student = self._student()
-        teacher = self.fit_teacher(X, y, groups)
-        t = teacher.predict(X)
+        _, t = self.fit_teacher(X, y, groups)
         mu, sd = within_task_scale(t, groups)
         student.fit_with_teacher(X, y, groups, (t - mu) / sd * self.scale, self.weight, latency=self.fit_latency_,
                                  mode=self.mode)

@@ -152,12 +152,19 @@ class EnsembleCostModel(CostModel):
         """(members, programs): each member's score on the common scale."""
         if not self.is_fitted:
             raise NotFittedError("EnsembleCostModel is not fitted; call fit() or load() first")
-        return np.stack([(m.predict(X) - mu) / sd for m, (mu, sd) in zip(self.members_, self.norm_)])
+        return self.common_scale([m.predict(X) for m in self.members_])
 
-    def _predict(self, X: ProgramBatch):
-        scores = self.member_scores(X)
+    def common_scale(self, raw: list[np.ndarray]) -> np.ndarray:
+        """(members, programs): the members' own predictions ``raw`` on the common scale (their stored norms)."""
+        return np.stack([(r - mu) / sd for r, (mu, sd) in zip(raw, self.norm_)])
+
+    def combine(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ensemble's score and spread from ``member_scores``' (members, programs)."""
         spread = scores.std(0)
         return scores.mean(0) - self.risk * spread, spread
+
+    def _predict(self, X: ProgramBatch):
+        return self.combine(self.member_scores(X))
 
     def _fine_tune_from(self, base, X, y, groups, steps) -> None:
         members = []

@@ -354,12 +354,15 @@ def _main(args) -> int:
                      "model_bytes": size, "trained": card["trained"], "params": card["params"]})
         if kind == kinds[0] or kind == "seq":
             _plot(model, data, test_keys, os.path.join(args.results, f"pred_vs_measured_{kind}.png"))
-    rows = _keep_other_rows(os.path.join(args.results, "comparison.json"), rows, manifest_hash, held, args.quick)
-    result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw, "dataset_manifest_sha256": manifest_hash,
-              "train_programs": len(train), "held_out": held, "rows": rows, "seeds": seeds,
-              "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit(), "quick": args.quick,
-              "models_dir": args.models_dir, "duplicates": "merged", "results_dir": args.results}
-    _write_comparison(result, args.models_dir, args.results)
+        # after every row, not once at the end: a later row that fails (a refused teacher, an interrupt) loses
+        # nothing already fitted and scored
+        result = {"format": FORMAT, "dataset": args.dataset, "hardware_id": hw,
+                  "dataset_manifest_sha256": manifest_hash, "train_programs": len(train), "held_out": held,
+                  "rows": _keep_other_rows(os.path.join(args.results, "comparison.json"), rows, manifest_hash, held,
+                                           args.quick),
+                  "seeds": seeds, "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit(),
+                  "quick": args.quick, "models_dir": args.models_dir, "duplicates": "merged", "results_dir": args.results}
+        _write_comparison(result, args.models_dir, args.results)
     return 0
 
 
