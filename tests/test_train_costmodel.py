@@ -459,6 +459,25 @@ def test_cap_subsample_nested_and_bounded():
     assert slope_per_doubling([8, 8], [0.1, 0.2]) is None
 
 
+def test_data_curve_slope_and_its_spread_over_seeds():
+    """Per seed a line through its caps: seed 0 rises 0.1 per doubling (0.4 -> 0.5), seed 1 0.3 (0.4 -> 0.7); the
+    table's slope is their mean 0.2 and its spread their sd (0.1414); a seed missing at a cap leaves no spread."""
+    sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))
+    from data_curve import VIEW_METRICS, summarize
+
+    def run(seed, cap, top1):
+        return {"seed": seed, "programs": cap * 10, "tasks": 10, "fit_s": 1.0,
+                "views": {v: {m: top1 for vv, m in VIEW_METRICS if vv == v} for v, _ in VIEW_METRICS}}
+
+    runs = {("k", "8", 0): run(0, 8, 0.4), ("k", "16", 0): run(0, 16, 0.5),
+            ("k", "8", 1): run(1, 8, 0.4), ("k", "16", 1): run(1, 16, 0.7)}
+    got = summarize(runs, ["k"], ["8", "16"], [0, 1])
+    assert got["slope_per_doubling"]["k"]["all_top1"] == pytest.approx(0.2)
+    assert got["slope_sd_over_seeds"]["k"]["all_top1"] == pytest.approx(0.02 ** 0.5)  # sd of (0.1, 0.3)
+    del runs[("k", "16", 1)]
+    assert summarize(runs, ["k"], ["8", "16"], [0, 1])["slope_sd_over_seeds"]["k"] == {}
+
+
 def test_data_curve_script(tmp_path):
     """experiments/costmodel/data_curve.py on the tiny dataset: one fit per (kind, cap, seed) on the capped
     training tasks, scored on the held-out model; --summarize-only refits nothing; bad input is one line."""
@@ -500,7 +519,7 @@ def test_data_curve_reading_hand_computed(tmp_path):
 
     curve = {"dataset_manifest_sha256": "abc", "quick": False, "missing": [],
              "slope_per_doubling": {"ms-xgb": {"all_top1": 0.05}, "xgb": {"all_top1": -0.01},
-                                    "xgb-reg": {"all_top1": 0.01}},
+                                    "xgb-reg": {"all_top1": 0.01}}, "slope_sd_over_seeds": {"ms-xgb": {"all_top1": 0.02}},
              "rows": [{"kind": "ms-xgb", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.55}},
                       {"kind": "xgb", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.40}},
                       {"kind": "xgb-reg", "cap": "all", "programs_per_task": 30.0, "all_top1": {"mean": 0.40}}]}
@@ -515,7 +534,7 @@ def test_data_curve_reading_hand_computed(tmp_path):
               "dataset_manifest_sha256": "abc", "git_commit": None, "loadavg": None, "paired": [], "done_when": [],
               "data_curve": got}
     md = markdown_table(result)
-    assert "- ms-xgb: top-1 0.550 at 30.0 programs per task, +0.050 per doubling; at that slope top-1 0.75 " \
+    assert "- ms-xgb: top-1 0.550 at 30.0 programs per task, +0.050 (sd 0.020 over seeds) per doubling; at that slope top-1 0.75 " \
            "would need ~480 programs per task (16.0x today's) — an extrapolation" in md
     assert "- xgb: top-1 0.400 at 30.0 programs per task, -0.010 per doubling; no gain per doubling" in md
     # +0.01 per doubling from 0.40: 35 doublings (2^35 x today's) — past the readable range, said so, no number

@@ -492,6 +492,7 @@ def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TAR
         top1, ppt = full[0]["all_top1"]["mean"], full[0]["programs_per_task"]
         need = ppt * 2 ** ((target - top1) / slope) if slope > 0 and top1 < target else None
         kinds[kind] = {"top1": top1, "programs_per_task": ppt, "slope_per_doubling": slope,
+                       "slope_sd": got.get("slope_sd_over_seeds", {}).get(kind, {}).get("all_top1"),
                        "programs_per_task_for_target": need}
     sds = [r["all_top1"]["sd"] for r in got.get("rows", []) if r.get("all_top1", {}).get("sd") is not None]
     return {"path": os.path.join(results_dir, "data_curve.md"), "target": target, "kinds": kinds,
@@ -715,7 +716,9 @@ def markdown_table(result: dict) -> str:
                      if need else "no gain per doubling to extrapolate from" if k["slope_per_doubling"] <= 0 else
                      "already at the target")
             lines.append(f"- {kind}: top-1 {k['top1']:.3f} at {k['programs_per_task']:.1f} programs per task, "
-                         f"{k['slope_per_doubling']:+.3f} per doubling; {reach}")
+                         f"{k['slope_per_doubling']:+.3f}"
+                         + (f" (sd {k['slope_sd']:.3f} over seeds)" if k.get("slope_sd") is not None else "")
+                         + f" per doubling; {reach}")
     losses = result.get("top1_losses")
     if losses:
         lines += ["", f"Where {losses['kind']} loses top-1 (`{losses['path']}`: its saved first-seed model, card commit "

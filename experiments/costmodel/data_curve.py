@@ -184,7 +184,7 @@ def _main(args) -> int:
         raise UserError(f"--summarize-only: no cached fits under {args.cache}; run without it")
     result = summarize(runs, kinds, [_label(c) for c in caps], seeds)
     result.update({"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "held_out": held,
-                   "train_programs": len(train), "train_tasks": len(train_keys), "quick": args.quick,
+                   "train_programs": len(train), "train_tasks": len(set(train.groups.tolist())), "quick": args.quick,
                    "measured_on": host_cpu(), "loadavg_end": loadavg(), "git_commit": git_commit(),
                    "dataset_manifest_sha256": manifest_sha256(data.manifest)})
     os.makedirs(args.out, exist_ok=True)
@@ -237,9 +237,23 @@ def summarize(runs: dict, kinds: list[str], caps: list[str], seeds: list[int]) -
         slopes[kind] = {f"{v}_{m}": slope_per_doubling([r["programs_per_task"] for r in mine],
                                                        [r[f"{v}_{m}"]["mean"] for r in mine])
                         for v, m in VIEW_METRICS if all(f"{v}_{m}" in r for r in mine)}
+    # each seed's own line through its points: the spread of the slope over seeds (their mean is the slope
+    # above, the caps giving every seed the same programs per task)
+    slope_sd = {}
+    for kind in kinds:
+        mine = [r for r in rows if r["kind"] == kind and len(r["seeds"]) == len(seeds)]
+        slope_sd[kind] = {}
+        for v, m in VIEW_METRICS:
+            if len(seeds) < 2 or not mine or not all(f"{v}_{m}" in r and len(r[f"{v}_{m}"]["runs"]) == len(seeds)
+                                                      for r in mine):
+                continue
+            per_seed = [slope_per_doubling([r["programs_per_task"] for r in mine],
+                                           [r[f"{v}_{m}"]["runs"][i] for r in mine]) for i in range(len(seeds))]
+            if all(x is not None for x in per_seed):
+                slope_sd[kind][f"{v}_{m}"] = float(np.std(per_seed, ddof=1))
     missing = [f"{k} cap {c} seed {s}" for k in kinds for c in caps for s in seeds if (k, c, s) not in runs]
     return {"kinds": kinds, "caps": caps, "seeds": seeds, "rows": rows, "slope_per_doubling": slopes,
-            "missing": missing}
+            "slope_sd_over_seeds": slope_sd, "missing": missing}
 
 
 def markdown(result: dict) -> str:
@@ -261,12 +275,15 @@ def markdown(result: dict) -> str:
     for r in result["rows"]:
         lines.append(f"| {r['kind']} | {r['cap']} | {r['programs_per_task']:.1f} | {r['programs']:.0f} | "
                      + " | ".join(fmt_mean_sd(r.get(f"{v}_{m}")) for v, m in VIEW_METRICS) + f" | {r['fit_s']:.0f} |")
-    lines += ["", "Least-squares slope per doubling of programs per task (over the caps with every seed; a "
-                  "measured trend — what it implies beyond the largest cap is an extrapolation):", "",
+    lines += ["", "Least-squares slope per doubling of programs per task (over the caps with every seed; ± the sd of "
+                  "each seed's own slope; a measured trend — what it implies beyond the largest cap is an "
+                  "extrapolation):", "",
               "| kind | top-1 all | top-5 all | pairwise all | top-1 search | top-1 unseen |", "|---|---|---|---|---|---|"]
     for kind, s in result["slope_per_doubling"].items():
-        lines.append(f"| {kind} | " + " | ".join("—" if s.get(f"{v}_{m}") is None else f"{s[f'{v}_{m}']:+.3f}"
-                                                for v, m in VIEW_METRICS) + " |")
+        sd = result.get("slope_sd_over_seeds", {}).get(kind, {})
+        lines.append(f"| {kind} | " + " | ".join(
+            "—" if s.get(f"{v}_{m}") is None else f"{s[f'{v}_{m}']:+.3f}"
+            + (f" ± {sd[f'{v}_{m}']:.3f}" if f"{v}_{m}" in sd else "") for v, m in VIEW_METRICS) + " |")
     if result["missing"]:
         lines += ["", f"Not fitted yet ({len(result['missing'])}): " + ", ".join(result["missing"][:20])
                   + (" ..." if len(result["missing"]) > 20 else "") + ". Rerun the command to continue."]
