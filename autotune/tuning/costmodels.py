@@ -99,7 +99,9 @@ AUTO_ORDER = ("xgb", "seq", "ms-mlp")
 # bert_base seed 0) slower than ms-mlp at 1/8-1/2 of the budget, level at the end; nor seq-lstm-cos-x2 (level with it
 # offline, registered 2026-12-07): behind ms-mlp early (bert_base +11% at 1/8, resnet50 +35% / +14% at 1/8 / 1/4), level at the end -- one seed each;
 # nor seq-lstm-distil (that committee distilled into one network, registered 2026-12-07): ahead of ms-mlp at every
-# bert_base snapshot by 0.7-3.2%, behind at every resnet50 one (+40% at 1/8, +9.5% at the end) -- one seed each.
+# bert_base snapshot by 0.7-3.2%, behind at every resnet50 one (+40% at 1/8, +9.5% at the end), on mobilenet_v2
+# (stop 46) level at 1/8, ahead at 1/4 and at the end (-3.5%), behind at 1/2: ahead on two models of three, but
+# resnet50's deficit outweighs both gains at every snapshot -- one seed each.
 AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
