@@ -314,7 +314,8 @@ def test_t2_mixers_script(cli, tmp_path):
     assert res.returncode == 2 and "make train-costmodel" in res.stderr
     # top1_analysis reads the same saved models: loss shares per held-out model and the ensembles
     script = os.path.join(ROOT, "experiments", "costmodel", "top1_analysis.py")
-    res = run(script, "--dataset", TEST_DATASET, "--models-dir", str(models), "--held-out", "tiny", "--out", str(out))
+    res = run(script, "--dataset", TEST_DATASET, "--models-dir", str(models), "--held-out", "tiny", "--out", str(out),
+              "--members", "seq,ms-xgb,ms-mlp,xgb")
     assert res.returncode == 0, res.stderr[-3000:]
     t1 = json.loads((out / "top1_analysis.json").read_text())
     assert set(t1["models"]) == {"xgb", "ms-xgb", "ms-mlp", "seq"}

@@ -283,7 +283,7 @@ def _train_seeds_parallel(kind, params, seeds, threads, jobs, source, save_seeds
 
 
 def _main(args) -> int:
-    from . import REGISTRY, ModelFileError, create
+    from . import REGISTRY, ModelFileError
     from .data import load_split
     from .evaluate import over_seeds
 
@@ -308,18 +308,8 @@ def _main(args) -> int:
     rows = []
     test_all = data.select_tasks(sorted(set().union(*test_keys.values())))
     params_of = {kind: params_for(kind, args.quick) for kind in kinds}
-    for kind, params in params_of.items() if args.teachers_from else ():
-        if "teacher_params" in params:  # every seed's teacher is there before anything is fitted
-            teacher = create(kind, **params).teacher
-            params["teacher_from"] = os.path.join(args.teachers_from, teacher, "seed{seed}")
-            if teacher in kinds[:kinds.index(kind)] and args.save_seeds and \
-                    os.path.abspath(args.save_seeds) == os.path.abspath(args.teachers_from):
-                continue  # this run fits the teacher's row first and saves every seed there
-            missing = [params["teacher_from"].format(seed=s) for s in seeds
-                       if not os.path.exists(os.path.join(params["teacher_from"].format(seed=s), "model.json"))]
-            if missing:
-                raise UserError(f"--teachers-from: no saved teacher at {', '.join(missing)} (train the teacher's row "
-                                f"with --save-seeds {args.teachers_from} and the same --seeds first)")
+    if args.teachers_from:
+        _use_saved_teachers(args, kinds, params_of, seeds)
     for kind in kinds:
         params = params_of[kind]
         try:
@@ -364,6 +354,27 @@ def _main(args) -> int:
                   "quick": args.quick, "models_dir": args.models_dir, "duplicates": "merged", "results_dir": args.results}
         _write_comparison(result, args.models_dir, args.results)
     return 0
+
+
+def _use_saved_teachers(args, kinds: list[str], params_of: dict, seeds: list[int]) -> None:
+    """--teachers-from: every distilled kind's params get ``teacher_from`` (DIR/<teacher>/seed{seed}); every seed's
+    teacher must be there before anything is fitted (a UserError names the missing folders), unless this run fits
+    the teacher's row first and saves every seed there (--save-seeds DIR)."""
+    from . import create
+
+    for kind, params in params_of.items():
+        if "teacher_params" not in params:
+            continue
+        teacher = create(kind, **params).teacher
+        params["teacher_from"] = os.path.join(args.teachers_from, teacher, "seed{seed}")
+        if teacher in kinds[:kinds.index(kind)] and args.save_seeds and \
+                os.path.abspath(args.save_seeds) == os.path.abspath(args.teachers_from):
+            continue  # this run fits the teacher's row first and saves every seed there
+        missing = [params["teacher_from"].format(seed=s) for s in seeds
+                   if not os.path.exists(os.path.join(params["teacher_from"].format(seed=s), "model.json"))]
+        if missing:
+            raise UserError(f"--teachers-from: no saved teacher at {', '.join(missing)} (train the teacher's row "
+                            f"with --save-seeds {args.teachers_from} and the same --seeds first)")
 
 
 def _keep_other_rows(path: str, rows: list[dict], manifest_hash: str, held: list[str], quick: bool) -> list[dict]:
@@ -699,6 +710,16 @@ def markdown_table(result: dict) -> str:
             short = f", short by {_value(d['threshold'] - d['value'], 'count' if d['unit'] == 'count' else 'score')}"
         detail = f" ({d['detail']})" if d["detail"] else ""
         lines.append(f"- {d['target']}: {_value(d['value'], d['unit'])}{detail} — {state}{short}")
+    lines += why_lines(result)
+    lines += ["", f"Reproduce: `{reproduce_command(result)}` (`make train-costmodel` with DATASET, MODELS, SEEDS; "
+                  "see autotune/costmodel/train.py).", ""]
+    return "\n".join(lines)
+
+
+def why_lines(result: dict) -> list[str]:
+    """The comparison's "why" blocks (markdown lines): what the data curve's slope implies for the top-1 target
+    (``data_curve_reading``) and where the best sequence model loses top-1 (``top1_loss_reading``)."""
+    lines: list[str] = []
     curve = result.get("data_curve")
     if curve:
         lines += ["", f"Why top-1 stays short — more training programs per task, measured (`{curve['path']}`: each "
@@ -731,9 +752,7 @@ def markdown_table(result: dict) -> str:
                          f"of {m['tasks']} tasks"
                          + (f"; costliest task {w['name']} ({w['loss_share']:.3f} of the score, pick "
                             f"{w['pick_over_best']:.1f}x the best)" if w else ""))
-    lines += ["", f"Reproduce: `{reproduce_command(result)}` (`make train-costmodel` with DATASET, MODELS, SEEDS; "
-                  "see autotune/costmodel/train.py).", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def reproduce_command(result: dict) -> str:

@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--held-out", default=None, help="comma-separated held-out models (default: the TenSet three)")
     ap.add_argument("--worst", type=int, default=3, help="tasks listed per held-out model (default: %(default)s)")
+    ap.add_argument("--members", default=",".join(ENSEMBLE_KINDS),
+                    help="saved kinds the rank-averaged committees are drawn from (default: %(default)s)")
     args = ap.parse_args(argv)
     return run_main(lambda: _main(args))
 
@@ -115,7 +117,7 @@ def _main(args) -> int:
                 "loss_from_catastrophic": sum(r["loss_share"] for r in rows if r["pick_over_best"] >= CATASTROPHIC),
                 "catastrophic_tasks": sum(r["pick_over_best"] >= CATASTROPHIC for r in rows), "tasks": len(rows),
                 "worst": rows[: args.worst]}
-    members = [k for k in ENSEMBLE_KINDS if k in preds]
+    members = [k for k in args.members.split(",") if k in preds]
     z = {k: zscore_per_task(preds[k], held.groups) for k in members}
     ensembles = {k: scores(preds[k]) for k in members}
     for r in range(2, len(members) + 1):
