@@ -111,6 +111,14 @@ def seed_list(text: str, flag: str = "--seeds") -> list[int]:
     return seeds
 
 
+def check_threads(n: int | None, flag: str = "--threads") -> None:
+    """A threads-per-fit flag: None (the default) or 1 or more; anything else is a UserError naming ``flag``."""
+    from autotune.errors import UserError
+
+    if n is not None and n < 1:
+        raise UserError(f"{flag}: {n} is not a number of threads; give 1 or more")
+
+
 def one_line(text: str) -> str:
     """A message as one line: terminal colour codes dropped, line breaks and runs of spaces collapsed
     (some libraries' errors embedded in a UserError span several lines)."""

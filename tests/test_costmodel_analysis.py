@@ -297,3 +297,14 @@ def test_pooled_reading_counts_clear_differences():
     text = reading(result)
     assert "clearly higher for c, clearly lower for a of 3 kinds" in text and "-0.200 to +0.100" in text
     assert reading({"arms": ["none", "all"], "rows": [row("a", "all", -0.2, 0.0, n=1)]}).startswith("no arm")
+
+
+@pytest.mark.parametrize("members", ["seq-lstm-cos,nope", ","])
+def test_top1_analysis_refuses_unknown_committee_kinds(tmp_path, members):
+    """--members names registered kinds (one missing from the models folder is left out); a typo or nothing is one
+    line naming the flag, exit 2, before any data is read."""
+    script = SCRIPT.replace("offline_vs_tuning", "top1_analysis")
+    res = subprocess.run([sys.executable, script, "--members", members, "--out", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "--members" in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert os.listdir(tmp_path) == []

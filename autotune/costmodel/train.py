@@ -481,18 +481,23 @@ def manifest_sha256(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
-def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TARGETS["seq_top1"]) -> dict | None:
-    """What ``experiments/costmodel/data_curve.py`` measured on the same dataset (``results_dir``/data_curve.json):
-    per kind, held-out top-1 when fitted on every training program, its least-squares slope per doubling of
-    programs per task, and — an extrapolation, labelled so — the programs per task at which that slope would
-    reach ``target``. None without a (non-quick) result for this dataset."""
-    path = os.path.join(results_dir, "data_curve.json")
+def _result_of_dataset(path: str, manifest_hash: str) -> dict | None:
+    """An experiment's result JSON when it is readable and was measured on the dataset of ``manifest_hash``."""
     try:
         with open(path, encoding="utf-8") as f:
             got = json.load(f)
     except (OSError, ValueError):
         return None
-    if got.get("quick") or got.get("dataset_manifest_sha256") != manifest_hash:
+    return got if isinstance(got, dict) and got.get("dataset_manifest_sha256") == manifest_hash else None
+
+
+def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TARGETS["seq_top1"]) -> dict | None:
+    """What ``experiments/costmodel/data_curve.py`` measured on the same dataset (``results_dir``/data_curve.json):
+    per kind, held-out top-1 when fitted on every training program, its least-squares slope per doubling of
+    programs per task, and — an extrapolation, labelled so — the programs per task at which that slope would
+    reach ``target``. None without a (non-quick) result for this dataset."""
+    got = _result_of_dataset(os.path.join(results_dir, "data_curve.json"), manifest_hash)
+    if got is None or got.get("quick"):
         return None
     kinds = {}
     for kind, slopes in got.get("slope_per_doubling", {}).items():
@@ -515,14 +520,9 @@ def top1_loss_reading(results_dir: str, manifest_hash: str, kind: str) -> dict |
     dataset (``results_dir``/top1_analysis.json, the saved first-seed model): per held-out model its top-1, the
     share of the lost top-1 that picks >= ``catastrophic_ratio`` x slower than the task's best cost, how many tasks
     made such a pick, and the costliest task. None without a result for this dataset and kind."""
-    path = os.path.join(results_dir, "top1_analysis.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            got = json.load(f)
-    except (OSError, ValueError):
-        return None
-    per = got.get("losses", {}).get(kind)
-    if got.get("dataset_manifest_sha256") != manifest_hash or not per:
+    got = _result_of_dataset(os.path.join(results_dir, "top1_analysis.json"), manifest_hash)
+    per = got and got.get("losses", {}).get(kind)
+    if not per:
         return None
     models = {}
     for name, e in per.items():

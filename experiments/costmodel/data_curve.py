@@ -35,6 +35,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 import numpy as np  # noqa: E402
 
 from autotune.cli import (  # noqa: E402
+    check_threads,
     comma_list,
     git_commit,
     host_cpu,
@@ -118,8 +119,7 @@ def _parse(args):
     if bad or not kinds:
         raise UserError(f"--kinds: {args.kinds!r}; valid kinds: {', '.join(REGISTRY)}")
     seeds = seed_list(args.seeds)
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads: {args.threads} is not a number of threads; give 1 or more")
+    check_threads(args.threads)
     return kinds, parse_caps(args.caps), seeds
 
 
@@ -231,26 +231,23 @@ def summarize(runs: dict, kinds: list[str], caps: list[str], seeds: list[int]) -
                 if vals:
                     row[f"{view}_{metric}"] = mean_sd(vals)
             rows.append(row)
-    slopes = {}
+    slopes, slope_sd = {}, {}
     for kind in kinds:
         mine = [r for r in rows if r["kind"] == kind and len(r["seeds"]) == len(seeds)]
-        slopes[kind] = {f"{v}_{m}": slope_per_doubling([r["programs_per_task"] for r in mine],
-                                                       [r[f"{v}_{m}"]["mean"] for r in mine])
-                        for v, m in VIEW_METRICS if all(f"{v}_{m}" in r for r in mine)}
-    # each seed's own line through its points: the spread of the slope over seeds (their mean is the slope
-    # above, the caps giving every seed the same programs per task)
-    slope_sd = {}
-    for kind in kinds:
-        mine = [r for r in rows if r["kind"] == kind and len(r["seeds"]) == len(seeds)]
-        slope_sd[kind] = {}
+        x = [r["programs_per_task"] for r in mine]
+        slopes[kind], slope_sd[kind] = {}, {}
         for v, m in VIEW_METRICS:
-            if len(seeds) < 2 or not mine or not all(f"{v}_{m}" in r and len(r[f"{v}_{m}"]["runs"]) == len(seeds)
-                                                      for r in mine):
+            key = f"{v}_{m}"
+            if not all(key in r for r in mine):
                 continue
-            per_seed = [slope_per_doubling([r["programs_per_task"] for r in mine],
-                                           [r[f"{v}_{m}"]["runs"][i] for r in mine]) for i in range(len(seeds))]
-            if all(x is not None for x in per_seed):
-                slope_sd[kind][f"{v}_{m}"] = float(np.std(per_seed, ddof=1))
+            slopes[kind][key] = slope_per_doubling(x, [r[key]["mean"] for r in mine])
+            # each seed's own line through its points: the spread of the slope over seeds (their mean is the
+            # slope above, the caps giving every seed the same programs per task)
+            if len(seeds) < 2 or not mine or not all(len(r[key]["runs"]) == len(seeds) for r in mine):
+                continue
+            per_seed = [slope_per_doubling(x, [r[key]["runs"][i] for r in mine]) for i in range(len(seeds))]
+            if all(p is not None for p in per_seed):
+                slope_sd[kind][key] = float(np.std(per_seed, ddof=1))
     missing = [f"{k} cap {c} seed {s}" for k in kinds for c in caps for s in seeds if (k, c, s) not in runs]
     return {"kinds": kinds, "caps": caps, "seeds": seeds, "rows": rows, "slope_per_doubling": slopes,
             "slope_sd_over_seeds": slope_sd, "missing": missing}

@@ -25,7 +25,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
 import numpy as np  # noqa: E402
 
-from autotune.cli import git_commit, run_main, setup_logging, write_results  # noqa: E402
+from autotune.cli import comma_list, git_commit, run_main, setup_logging, write_results  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
 ENSEMBLE_KINDS = ("seq-lstm-distil", "seq-lstm-cos-x2", "seq-lstm-rows", "ms-xgb", "xgb")  # the best of each family
@@ -76,12 +76,15 @@ def zscore_per_task(score: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 def _main(args) -> int:
     setup_logging()
-    from autotune.costmodel import load
+    from autotune.costmodel import REGISTRY, load
     from autotune.costmodel.data import load_training_data
     from autotune.costmodel.evaluate import score_part
     from autotune.costmodel.train import manifest_sha256
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
+    unknown = [k for k in comma_list(args.members) if k not in REGISTRY]
+    if unknown or not comma_list(args.members):
+        raise UserError(f"--members: {args.members!r}; give registered kinds, comma-separated: {', '.join(REGISTRY)}")
     data = load_training_data(args.dataset)
     hw = data.manifest["hardware"]["hardware_id"]
     folder = os.path.join(args.models_dir, hw)
@@ -117,7 +120,7 @@ def _main(args) -> int:
                 "loss_from_catastrophic": sum(r["loss_share"] for r in rows if r["pick_over_best"] >= CATASTROPHIC),
                 "catastrophic_tasks": sum(r["pick_over_best"] >= CATASTROPHIC for r in rows), "tasks": len(rows),
                 "worst": rows[: args.worst]}
-    members = [k for k in args.members.split(",") if k in preds]
+    members = [k for k in comma_list(args.members) if k in preds]  # registered kinds without a saved model: left out
     z = {k: zscore_per_task(preds[k], held.groups) for k in members}
     ensembles = {k: scores(preds[k]) for k in members}
     for r in range(2, len(members) + 1):

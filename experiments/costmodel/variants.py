@@ -41,7 +41,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
 import numpy as np  # noqa: E402
 
-from autotune.cli import git_commit, host_cpu, run_main, seed_list, setup_logging  # noqa: E402
+from autotune.cli import check_threads, git_commit, host_cpu, run_main, seed_list, setup_logging  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
 METRICS = ("all_top1", "all_top5", "all_pairwise", "search_top1", "search_top5")
@@ -116,8 +116,7 @@ def _main(args) -> int:
         if not isinstance(params.get("soup"), int) or params["soup"] < max(args.soups):
             raise UserError(f"--soups {raw!r}: spec {name!r} keeps {params.get('soup', 0)} epochs' weights; "
                             f"give it \"soup\": {max(args.soups)} or more")
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads: {args.threads} is not a number of threads; give 1 or more")
+    check_threads(args.threads)
     if (specs or ensembles or committees) and not args.table_only:
         setup_logging()
         split = _split(args)  # loaded once for the fits and the ensembles
