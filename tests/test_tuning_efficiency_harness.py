@@ -166,6 +166,41 @@ def test_real_budget_speedups_and_sittings_from_kept_runs(tmp_path):
     assert rb.sittings_lines(runs[:2])[-1] == "- m seed 0: 1 sitting; all arms timed together"
 
 
+def test_v2_arms_budgets_and_attribution_hand_computed(tmp_path):
+    """Protocol v2: +iterN and +xK reach stock's command, +xK multiplies our budget, +iterN is refused on our
+    loop; the attribution chain reads each step against the one before, paired by seed."""
+    import attribution as at
+    import real_budget as rb
+
+    cmd = rb.arm_command("stock-ms+lr+nhwc+iter8+x4", "m", 0, "wd", 32, 64, hardware="hw")
+    assert cmd[cmd.index("--trials-per-task") + 1] == "128" and cmd[cmd.index("--num-trials-per-iter") + 1] == "8"
+    assert "--layout-rewrite" in cmd and cmd[cmd.index("--conv-layout") + 1] == "nhwc"
+    assert "--num-trials-per-iter" not in rb.arm_command("stock-ms", "m", 0, "wd", 32, 64, hardware="hw")
+    ours = rb.arm_command("auto:none+lr+nhwc+first4+x2", "m", 0, "wd", 32, 64, hardware="hw")
+    assert ours[ours.index("--trials") + 1] == "128" and ours[ours.index("--online-update") + 1] == "none"
+    assert rb.parse_arm("stock-ms+lr+nhwc+iter8+x4")[2] == ""  # not read as a batch selection
+    with pytest.raises(SystemExit, match="stock MetaSchedule's setting"):
+        rb.arm_command("ms-xgb+iter8", "m", 0, "wd", 32, 64, hardware="hw")
+    lat = {"stock-ms+iter8": [99, 90, 80], "stock-ms+lr+nhwc+iter8": [70, 60, 50],
+           "ms-xgb+lr+nhwc+first4": [55, 50, 45], "auto:none+lr+nhwc+first4": [44, 42, 40],
+           "auto+lr+nhwc+first4": [46, 41, 41]}
+    runs = [_kept(tmp_path, arm, 0, v, ["seed0"]) for arm, v in lat.items()]  # records 10 / 20 / 30
+    att = at.attribution(runs)
+    layouts, loop, model, online = att["chain"]
+    close = lambda a, b: abs(a - b) < 1e-9  # noqa: E731  (geometric means go through exp(log))
+    assert close(layouts["trials_ratio_geo"], 3.0) and close(layouts["final_ratio_geo"], 50 / 80)  # 70 <= 80 at 10
+    assert close(loop["trials_ratio_geo"], 1.5) and close(loop["final_ratio_geo"], 45 / 50)  # 50 at 20 of 30
+    assert close(model["trials_ratio_geo"], 3.0) and close(model["final_ratio_geo"], 40 / 45)
+    # the default never reaches the pretrained-only arm's 40 ms: no ratio, the pair named
+    assert online["trials_ratio_geo"] is None and online["not_reached_in"] == ["m s0"]
+    share = next(s for s in att["summary"] if s["label"].startswith("the learned model's share"))
+    assert close(share["trials_ratio_geo"], 1.5) and close(share["final_ratio_geo"], 41 / 45)  # 41 <= 45 at 20
+    x4 = next(s for s in att["summary"] if s["against"].endswith("+x4"))
+    assert x4["pairs"] == [] and "| not run |" in at._row(x4)
+    md = "\n".join(at.markdown_lines(runs))
+    assert "| 3.00x | 0.625 |" in md and "- (not reached in m s0)" in md
+
+
 def test_real_budget_reads_kept_sittings_by_the_fastest_round(tmp_path):
     """A kept snapshots.json is read under the current rule from its rounds (whatever latency it recorded):
     each sitting's fastest round, the median over sittings; the median-of-rounds rule is the secondary view,
@@ -263,9 +298,9 @@ def test_real_budget_sittings_time_whole_groups(tmp_path, monkeypatch):
             wd.mkdir(parents=True)
             (wd / "database_tuning_record.json").write_text("")
     timed = []
-    monkeypatch.setattr(rb, "snapshot_group", lambda states, model, rounds: timed.append(
+    monkeypatch.setattr(rb, "snapshot_group", lambda states, model, rounds, fractions: timed.append(
         sorted(s["arm"] for s in states)))
-    args = argparse.Namespace(out=str(out), work_root=str(work), hardware="hw", rounds=5)
+    args = argparse.Namespace(out=str(out), work_root=str(work), hardware="hw", rounds=5, fractions="")
     arms = ["stock-ms", "ms-mlp+lr+nhwc", "ms-mlp+lr+nhwc+first4"]
     assert rb.sit_group("m", 0, arms, args, 1) is None and timed == []  # both present arms have >= 1
     rb.sit_group("m", 0, arms, args, 2)

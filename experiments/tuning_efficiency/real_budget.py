@@ -62,13 +62,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
-from snapshots import MIN_SITTINGS, combine_sittings  # noqa: E402  (beside this file)
+from attribution import CHAIN, V2_ARMS, attribution  # noqa: E402  (beside this file)
+from attribution import markdown_lines as attribution_lines  # noqa: E402
+from snapshots import FRACTIONS_V2, MIN_SITTINGS, combine_sittings  # noqa: E402
 
 from autotune.cli import loadavg, seed_list, write_json  # noqa: E402
 from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 from autotune.tuning.config import TRIALS_PER_ROUND_DEFAULT  # noqa: E402
 
-ARMS = ("stock-ms", "ms-xgb", "ms-mlp", "auto", "ms-mlp+rdu")
+ARMS = ("stock-ms", "ms-xgb", "ms-mlp", "auto", "ms-mlp+rdu")  # protocol v1's (results_real*/)
 TRIALS_PER_TASK = 32
 
 
@@ -104,9 +106,25 @@ def parse_arm(arm: str) -> tuple[str, str, str, bool, str, int | None]:
     conv_layout = "nhwc" if "nhwc" in suffixes else "nchw"
     first = [int(x[5:]) for x in suffixes if x.startswith("first") and x[5:].isdigit()]
     rest = [x for x in suffixes if x not in ("lr", "nhwc") and not (x.startswith("first") and x[5:].isdigit())
-            and not search_setting(x)]
+            and not search_setting(x) and not _count_suffix(x, "iter") and not _count_suffix(x, "x")]
     name, _, online = base.partition(":")
     return name, online, "+".join(rest), layout_rewrite, conv_layout, (first[0] if first else None)
+
+
+def _count_suffix(suffix: str, prefix: str) -> int | None:
+    """``iter8`` with prefix ``iter`` -> 8, ``x4`` with prefix ``x`` -> 4; anything else: None."""
+    digits = suffix[len(prefix):]
+    return int(digits) if suffix.startswith(prefix) and digits.isdigit() and int(digits) > 0 else None
+
+
+def arm_budget_settings(arm: str) -> tuple[int, int | None]:
+    """(budget multiple, stock's ``num_trials_per_iter`` or None) of an arm: ``+x4`` runs 4x the model's budget
+    (stock at 128 trials per task beside our 32: "our 32 reaches stock's 128" becomes measurable), ``+iter8``
+    sets stock MetaSchedule's candidates per task per iteration (its default 64, capped at the per-task budget)."""
+    suffixes = arm.split("+")[1:]
+    mult = [n for x in suffixes if (n := _count_suffix(x, "x"))]
+    per_iter = [n for x in suffixes if (n := _count_suffix(x, "iter"))]
+    return (mult[0] if mult else 1), (per_iter[0] if per_iter else None)
 
 
 # Transferred models for ``COST_MODEL@VARIANT`` arms (issue 14's tuning arm): VARIANT's model of this hardware,
@@ -134,12 +152,17 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
     name, online, selection, layout_rewrite, conv_layout, first_round = parse_arm(arm)
     name, model_dir = variant_model_dir(name, hardware or this_hardware())
     search = [flag for x in arm.split("+")[1:] if (setting := search_setting(x)) for flag in setting]
+    mult, per_iter = arm_budget_settings(arm)
     if name == "stock-ms":
         if first_round is not None or search:
             raise SystemExit(f"{arm}: +firstN, +popN and +genN are autotune's loop only (stock runs its defaults)")
         return [sys.executable, os.path.join(HERE, "stock_ms.py"), "--model", model, "--work-dir", wd,
-                "--trials-per-task", str(trials_per_task), "--seed", str(seed), "--conv-layout", conv_layout,
+                "--trials-per-task", str(trials_per_task * mult), "--seed", str(seed), "--conv-layout", conv_layout,
+                *(["--num-trials-per-iter", str(per_iter)] if per_iter else []),
                 *(["--layout-rewrite"] if layout_rewrite else [])]
+    if per_iter:
+        raise SystemExit(f"{arm}: +iterN is stock MetaSchedule's setting (autotune's rounds: --trials-per-round)")
+    budget *= mult
     return [sys.executable, "-m", "autotune.tune", "--model", model, "--cost-model", name,
             # relative to the repository (the command's cwd): the report names the same folder in any clone
             *(["--cost-model-path", os.path.relpath(model_dir, ROOT)] if model_dir else []),
@@ -171,7 +194,7 @@ def tune_arm(arm: str, model: str, seed: int, root: str, keep: str, trials_per_t
     return state | {"state": "tuned"}
 
 
-def snapshot_group(states: list[dict], model: str, rounds: int) -> str | None:
+def snapshot_group(states: list[dict], model: str, rounds: int, fractions: str = "") -> str | None:
     """Compile and time the snapshots of every tuned arm of one model and seed together (one process,
     alternating rounds), then keep report + snapshots. Returns an error line or None."""
     todo = [s for s in states if s["state"] == "tuned"]
@@ -180,7 +203,8 @@ def snapshot_group(states: list[dict], model: str, rounds: int) -> str | None:
     print(f"{time.strftime('%H:%M:%S')} {model} seed {todo[0]['seed']}: snapshots of "
           f"{', '.join(s['arm'] for s in todo)}", flush=True)
     res = subprocess.run([sys.executable, os.path.join(HERE, "snapshots.py"), *[s["wd"] for s in todo],
-                          "--model", model, "--rounds", str(rounds)], cwd=ROOT, capture_output=True, text=True)
+                          "--model", model, "--rounds", str(rounds), *(["--fractions", fractions] if fractions else [])],
+                         cwd=ROOT, capture_output=True, text=True)
     if res.returncode != 0:
         return "snapshots: " + res.stderr.strip()[-300:]
     for s in todo:
@@ -216,7 +240,7 @@ def sit_group(model: str, seed: int, arms: list[str], args, k: int) -> str | Non
         return None
     for s in states:
         shutil.copyfile(os.path.join(s["kept"], "snapshots.json"), os.path.join(s["wd"], "snapshots.json"))
-    return snapshot_group(states, model, args.rounds)
+    return snapshot_group(states, model, args.rounds, args.fractions)
 
 
 def run_group(model: str, seed: int, arms: list[str], args) -> list[dict]:
@@ -227,7 +251,7 @@ def run_group(model: str, seed: int, arms: list[str], args) -> list[dict]:
     states = [tune_arm(a, model, seed, os.path.join(args.work_root, args.hardware), keep, args.trials_per_task,
                        tune_more) for a in arms]
     if not args.summarize_only:
-        err = snapshot_group(states, model, args.rounds)
+        err = snapshot_group(states, model, args.rounds, args.fractions)
         if err:
             for s in states:
                 if s["state"] == "tuned":
@@ -556,12 +580,22 @@ def median_rule_view(runs: list[dict]) -> list[dict]:
     return out
 
 
+def grid_header(runs: list[dict]) -> str:
+    """The snapshot grid as fractions of the budget ("1/32 / 1/16 / ... / full"), from the shortest run's grid
+    (the table shows as many columns as every run has)."""
+    ok = [r["snapshots"] for r in runs if "failed" not in r]
+    if not ok:
+        return "each snapshot"
+    fracs = [s["fraction"] for s in min(ok, key=len)]
+    return " / ".join("full budget" if f >= 1 else f"1/{round(1 / f)}" for f in fracs)
+
+
 def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = None) -> str:
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
     lines = [f"# Tuning efficiency at a real budget on {meta.get('hardware_id', 'this machine')} (measured compiled latency)", "",
              f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task as one global budget; load at start "
              f"{meta['loadavg_start']}, end {meta['loadavg_end']}.", "",
-             "| model | arm | cost model used | seeds | compiled latency at 1/8 / 1/4 / 1/2 / full budget (ms, seed "
+             "| model | arm | cost model used | seeds | compiled latency at " + grid_header(runs) + " (ms, seed "
              "mean) | tuning wall s | final / stock's | trials speedup vs stock (per seed) | time speedup vs stock |",
              "|---|---|---|---|---|---|---|---|---|"]
     for model, arms in summary.items():
@@ -590,9 +624,15 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
             f"fewer sittings, so provisional by construction"))
     for base, summ in (fair or {}).items():  # stock MetaSchedule with the same layouts as the arms compared
         lines += done_when_lines(summ, base, only=lambda a, b=base: same_layout(a, b))
-    from stock_ms import NUM_TRIALS_PER_ITER
+    from stock_ms import NUM_TRIALS_PER_ITER, V2_TRIALS_PER_ITER
 
-    if any(r["arm"].startswith("stock-ms") for r in runs) and meta["trials_per_task"] <= NUM_TRIALS_PER_ITER:
+    v1_stock = [r for r in runs if r["arm"].startswith("stock-ms") and arm_budget_settings(r["arm"])[1] is None]
+    if any(arm_budget_settings(r["arm"])[1] for r in runs if r["arm"].startswith("stock-ms")):
+        lines += ["", f"Stock MetaSchedule in protocol v2 (`+iter{V2_TRIALS_PER_ITER}`): `num_trials_per_iter` "
+                  f"{V2_TRIALS_PER_ITER}, so its gradient scheduler's first round-robin pass (one batch per task, "
+                  "chosen before any measurement of the run joins) is a quarter of a 32-per-task budget and its "
+                  "XGBModel, random until it holds 100 samples, guides the rest (`stock_ms.V2_TRIALS_PER_ITER`)."]
+    if v1_stock and meta["trials_per_task"] <= NUM_TRIALS_PER_ITER:
         lines += ["", f"How stock MetaSchedule spends this budget: its `num_trials_per_iter` is capped at the "
                   f"{meta['trials_per_task']} trials per task (stock_ms.py), and its gradient task scheduler first "
                   "visits every task once in a round-robin pass, joining (measuring into the database and updating "
@@ -601,6 +641,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
                   "run. That is what stock MetaSchedule does with its defaults at this budget (a larger budget lets "
                   "its model guide later rounds). Its snapshots' wall times are the join times, not measurement "
                   "times; its time speedup uses its total wall time."]
+    lines += attribution_lines(runs)
     lines += claims_lines(runs, summary)
     lines += first_round_lines(runs)
     if meta.get("curves"):
@@ -645,12 +686,18 @@ def _check_args(args) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(HELD_OUT_MODELS))
-    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--arms", default=",".join(a for _, a in CHAIN),
+                    help="comma-separated arms (default: protocol v2's attribution chain; stock at 4x the budget, "
+                         f"{V2_ARMS[-1]}, is run on seed 0 by a second call)")
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--trials-per-task", type=int, default=TRIALS_PER_TASK)
     ap.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per snapshot")
-    ap.add_argument("--work-root", default=os.path.join(ROOT, "runs", "tuning_real"))
-    ap.add_argument("--out", default=os.path.join(HERE, "results_real"))
+    ap.add_argument("--fractions", default=",".join(f"{f:g}" for f in FRACTIONS_V2),
+                    help="budget fractions compiled and timed (default: protocol v2's 1/32 ... 1, so ratios up to 32x "
+                         "can be read; the v1 folders were timed at 0.125,0.25,0.5,1)")
+    ap.add_argument("--work-root", default=os.path.join(ROOT, "runs", "tuning_v2"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results_v2"),
+                    help="results folder (default: protocol v2's; the v1 tables are in results_real*/)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--hardware", default=None,
@@ -700,7 +747,8 @@ def main(argv=None) -> int:
         meta["curves"] = "curves.png"
     kept_runs = [{k: v for k, v in r.items() if k != "sitting_records"} for r in runs]  # in their snapshots.json
     write_json(os.path.join(out, "real_budget.json"), {"meta": meta, "summary": summary,
-                                                       "summary_vs_fair_stock": fair, "runs": kept_runs})
+                                                       "summary_vs_fair_stock": fair, "attribution": attribution(runs),
+                                                       "runs": kept_runs})
     table = markdown(summary, runs, meta, fair)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(table)

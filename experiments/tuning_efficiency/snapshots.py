@@ -43,6 +43,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 from autotune.cli import loadavg, write_json  # noqa: E402
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
+# protocol v2 (issue 47): from 1/32 of the budget, so "reaches the baseline's final with k x fewer trials" can be
+# read up to 32x (the v1 grid's first point, 1/8, capped every reading at 8x)
+FRACTIONS_V2 = (1 / 32, 1 / 16, 0.125, 0.25, 0.5, 1.0)
 MIN_SITTINGS = 3  # sittings per group before its latencies are read (median over sittings)
 RECORDS = "database_tuning_record.json"
 WORKLOADS = "database_workload.json"

@@ -52,6 +52,11 @@ def _time_log(history: list, t0: float):
 
 
 NUM_TRIALS_PER_ITER = 64  # tune_relax's default candidates per task per iteration (capped at the per-task budget)
+# Protocol v2's value (arms ``+iter8``): the gradient scheduler spends its first pass on one batch per task,
+# chosen before any measurement of the run joins, and the XGBModel scores randomly until it holds 100 samples.
+# At 8 per task that pass is 1/4 of a 32-per-task budget and leaves >= 100 samples for any model of >= 13 tasks
+# (bert_base 18, the CNNs 30+), so the stock model guides the other >= 3/4 (at 16 only half; at 32 none).
+V2_TRIALS_PER_ITER = 8
 
 
 def run_stock(model_name: str, work_dir: str, trials_per_task: int, seed: int,
