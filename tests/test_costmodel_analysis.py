@@ -84,13 +84,14 @@ def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
     script = os.path.join(ROOT, "experiments", "costmodel", "variants.py")
     out, saved = tmp_path / "v.jsonl", tmp_path / "fits"
     args = [sys.executable, script, "--dataset", os.path.join(ROOT, "tests", "data", "tiny_dataset"), "--held-out",
-            "tiny", "--models-dir", str(saved), "--seed-ensemble", "qx2=q:2", "--threads", "1",
+            "tiny", "--validation-models", "tiny_mlp", "--models-dir", str(saved), "--seed-ensemble", "qx2=q:2", "--threads", "1",
             "--spec", 'q:ms-xgb:{"n_estimators": 20}', "--seeds", "0,1", "--out", str(out)]
     res = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["name"], r["seed"]) for r in rows] == [("q", 0), ("q", 1), ("qx2", 0)]
     assert all(0 < r["all_top1"] <= 1 for r in rows)
+    assert all(set(r["per_model_top1"]) == {"tiny_mlp"} for r in rows)  # scored on the validation network only
     assert sorted(os.listdir(saved / "q")) == ["seed0", "seed1"]
     assert rows[2]["kind"] == "ensemble" and rows[2]["member_seeds"] == [0, 1]
     assert rows[2]["params"]["members"] == ["ms-xgb", "ms-xgb"] and rows[0]["params"] == {"n_estimators": 20}
@@ -102,8 +103,10 @@ def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
     d = rows[2]["all_top1"] - rows[0]["all_top1"]
     assert f"| qx2 − q | 0 | {d:+.3f} |" in paired  # one common seed: no sd
     # --soups: rows of the same fit's best epoch and its 2 best epochs averaged
-    soup_args = args[:-6] + ["--spec", 's:seq-lstm-cos:{"epochs": 3, "soup": 2, "d_model": 8}', "--seeds", "0",
-                             "--soups", "1,2", "--out", str(out)]
+    # (a one-task network as the test split: the fit keeps tiny's tasks, enough for its own epoch validation)
+    soup_args = [a if a != "tiny" else "synthetic:dense_m256_k512_n512" for a in args[:-6]] + [
+        "--spec", 's:seq-lstm-cos:{"epochs": 3, "soup": 2, "d_model": 8}', "--seeds", "0",
+        "--soups", "1,2", "--out", str(out)]
     res = subprocess.run(soup_args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     soups = [json.loads(line) for line in out.read_text().splitlines()][3:]

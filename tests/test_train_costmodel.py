@@ -403,20 +403,8 @@ def test_risk_select_script(tmp_path):
     now = {f: (cache / f).stat().st_mtime_ns for f in os.listdir(cache)}
     assert now["xgb-reg-s0.npz"] != stamps["xgb-reg-s0.npz"] and all(now[f] == stamps[f] for f in now if "s0" not in f)
     assert str(np.load(cache / "xgb-reg-s0.npz")["key"]) == str(kept["key"])
-    # a saved seed ensemble: the rules applied to its members on the held-out model, for reference
-    from autotune.costmodel import create
-
-    train = data.select_tasks(train_keys)
-    saved = str(tmp_path / "x2")
-    create("ensemble", members=["xgb-reg"] * 2, member_params={"xgb-reg": {"n_estimators": 40}}).fit(
-        train.batch, train.y, train.groups).save(saved)
-    assert run(*args, "--summarize-only", "--saved-ensemble", saved).returncode == 0
-    ref = json.loads((out / "risk_select.json").read_text())["held_out_reference"]
-    assert ref["member_seeds"] == [0, 1] and {r["rule"] for r in ref["rows"]} == set(rows)
-    assert all(0 < r["top1"] <= 1 and set(r["per_model_top1"]) == {"tiny"} for r in ref["rows"])
-    assert "For reference only" in (out / "risk_select.md").read_text()
     for bad, expected in ((["--validation-models", "tiny"], "held-out models"), (["--kind", "ensemble"], "--kind"),
-                          (["--members", "4"], "--members"), (["--saved-ensemble", str(cache)], "--saved-ensemble")):
+                          (["--members", "4"], "--members")):
         res = run(*args, *bad)
         assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
 

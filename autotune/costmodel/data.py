@@ -73,6 +73,31 @@ def load_split(root: str, held_out) -> tuple[TrainingData, list[str], dict[str, 
     return data, train_keys, test_keys
 
 
+def load_selection_split(root: str, test_models, val_models) -> tuple[TrainingData, list[str], dict[str, list[str]]]:
+    """For selection code (inside ``splits.selection()``): (data, fit task keys, validation network -> its task
+    keys), the test networks' tasks dropped (``splits.selection_split``; ``test_models`` None: ``TEST_MODELS``). With no ``val_models`` the fit keys are
+    every training task (a study that splits them by task itself). Bad input: a ``UserError`` naming the flag."""
+    from autotune.data.feature_cache import StaleFeatureCache
+    from autotune.data.splits import TEST_MODELS, selection_split
+    from autotune.data.store import DatasetError
+    from autotune.errors import UserError
+
+    test_models = list(test_models or TEST_MODELS)  # selection code need not (and may not) name them
+    try:
+        data = load_training_data(root)
+    except (DatasetError, StaleFeatureCache) as err:
+        raise UserError(str(err)) from None
+    have = {m for k in data.task_keys for m in data.tasks[k]["models"]}
+    missing = [m for m in test_models if m not in have]
+    if missing:
+        raise UserError(f"--held-out: {missing} have no tasks in this dataset (the test networks to leave out)")
+    try:
+        fit_keys, val_by_model = selection_split({k: data.tasks[k] for k in data.task_keys}, test_models, val_models)
+    except ValueError as err:
+        raise UserError(f"--validation-models: {err}") from None
+    return data, fit_keys, val_by_model
+
+
 @dataclass
 class ValidationSplit:
     """Training networks set aside as validation networks (``validation_split``): ``fit`` = the other training
@@ -123,6 +148,13 @@ class ValidationSplit:
         return None
 
 
+def validation_parts(data: TrainingData, fit_keys: list[str], val_by_model: dict[str, list[str]]) -> ValidationSplit:
+    """The ``ValidationSplit`` of ``load_selection_split``'s keys."""
+    val = data.select_tasks(sorted(set().union(*val_by_model.values())))
+    masks = {m: np.isin(val.groups, [data.task_keys.index(k) for k in keys]) for m, keys in val_by_model.items()}
+    return ValidationSplit(data.select_tasks(fit_keys), len(fit_keys), val, masks)
+
+
 def validation_split(data: TrainingData, train_keys: list[str], held_out, val_models) -> ValidationSplit:
     """Sets ``val_models`` (training models) aside from ``train_keys`` as validation networks, the way the
     experiments choose a committee or a rule without the held-out models (``experiments/costmodel/
@@ -138,9 +170,7 @@ def validation_split(data: TrainingData, train_keys: list[str], held_out, val_mo
         fit_keys, val_by_model = split_by_model({k: data.tasks[k] for k in train_keys}, val_models)
     except ValueError as err:
         raise UserError(f"--validation-models: {err}") from None
-    val = data.select_tasks(sorted(set().union(*val_by_model.values())))
-    masks = {m: np.isin(val.groups, [data.task_keys.index(k) for k in keys]) for m, keys in val_by_model.items()}
-    return ValidationSplit(data.select_tasks(fit_keys), len(fit_keys), val, masks)
+    return validation_parts(data, fit_keys, val_by_model)
 
 
 def merge_duplicates(keys: list[str], traces: list[str], latency: np.ndarray, ok: np.ndarray,

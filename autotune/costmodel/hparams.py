@@ -39,7 +39,7 @@ import os
 import tempfile
 
 from autotune.cli import run_main, setup_logging, write_json
-from autotune.data.splits import HELD_OUT_MODELS
+from autotune.data import splits
 from autotune.data.store import portable_path
 from autotune.errors import UserError
 
@@ -132,12 +132,12 @@ def saved_bytes(model) -> int:
         return sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
 
 
-def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, held_out: list[str], seed: int,
+def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, held_out: list[str] | None, seed: int,
                 fit_seeds: int = 1):
     """Check the study's settings and split the training tasks into fit / validation (one line on bad input)."""
     from autotune.data.splits import split_by_task
 
-    from .data import load_split
+    from .data import load_selection_split
 
     if kind not in KINDS:
         raise UserError(f"--models: no search space for {kind!r}; valid: {', '.join(KINDS)}")
@@ -147,12 +147,12 @@ def _study_data(dataset: str, kind: str, objective: str, max_model_mb: float, he
         raise UserError(f"--max-model-mb: {max_model_mb} is not a size; give a positive number of MB")
     if fit_seeds < 1:
         raise UserError(f"--fit-seeds: {fit_seeds}; give 1 or more fits per trial")
-    data, train_keys, _ = load_split(dataset, held_out)
+    data, train_keys, _ = load_selection_split(dataset, held_out, ())
     fit_keys, val_keys = split_by_task(train_keys, test_fraction=0.2, seed=seed)
     return data.select_tasks(fit_keys), data.select_tasks(val_keys), validation_weights(data, val_keys), val_keys
 
 
-def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_out: list[str], seed: int = 0,
+def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_out: list[str] | None, seed: int = 0,
               out_dir: str = os.path.join("models", "hparams"), objective: str = "top1",
               max_model_mb: float = MAX_MODEL_MB, fit_seeds: int = 1) -> dict:
     import optuna
@@ -215,7 +215,8 @@ def run_study(dataset: str, kind: str, n_trials: int, storage_path: str, held_ou
             "model_bytes": best_trial.user_attrs.get("model_bytes"), "max_model_bytes": bound,
             "trials": len(study.trials), "trials_over_size_bound": len(over), "validation_tasks": len(val_keys),
             "validation_weights": "count of the task in its first model (tasks.jsonl models[0]), 1 without weights",
-            "dataset": portable_path(dataset), "held_out_never_used": held_out}
+            "dataset": portable_path(dataset),
+            "held_out_never_used": held_out or "the dataset's test networks (splits.selection())"}
     write_json(os.path.join(out_dir, f"{kind}.json"), best)
     return best
 
@@ -231,7 +232,8 @@ def main(argv=None) -> int:
                     help=f"validation objective, one of: {', '.join(OBJECTIVES)} (default: %(default)s)")
     ap.add_argument("--max-model-mb", type=float, default=MAX_MODEL_MB,
                     help="prune trials whose saved model is (projected to be) larger (default: %(default)s)")
-    ap.add_argument("--held-out", default=",".join(HELD_OUT_MODELS))
+    ap.add_argument("--held-out", default=None,
+                    help="the test networks, dropped before anything is read (default: the comparison's)")
     ap.add_argument("--storage", default=os.path.join("models", "hparams", "optuna-journal.log"))
     ap.add_argument("--out-dir", default=os.path.join("models", "hparams"))
     ap.add_argument("--seed", type=int, default=0)
@@ -241,8 +243,13 @@ def main(argv=None) -> int:
 
     def body() -> int:
         setup_logging()
+        with splits.selection():  # the test split raises in here (splits.TestSplitForbidden)
+            return studies()
+
+    def studies() -> int:
         for kind in [k.strip() for k in args.models.split(",") if k.strip()]:
-            best = run_study(args.dataset, kind, args.trials, args.storage, args.held_out.split(","), args.seed,
+            best = run_study(args.dataset, kind, args.trials, args.storage,
+                             args.held_out.split(",") if args.held_out else None, args.seed,
                              args.out_dir, args.objective, args.max_model_mb, args.fit_seeds)
             logger.info("%s: best validation %s %.4f (top-1 %.4f, pairwise %.4f), %.2f MB, with %s", kind,
                         args.objective, best[f"validation_{args.objective}"], best["validation"]["top1"],

@@ -11,9 +11,9 @@ own fit-set scores, exactly as ``EnsembleCostModel``). The rule with the best va
 weighted top-1, mean over the validation networks, then over every group of seeds) is the one the registered
 ``seq-lstm-lcb`` uses; its held-out numbers then come from ``make train-costmodel`` like every other row.
 
-With ``--saved-ensemble PATH`` (a saved seed ensemble, e.g. the first seed ``make train-costmodel`` saved), the same
-rules are also applied to its members on the held-out models, for reference only: one ensemble, never used to
-choose (this is how the question arose: see the table's last section).
+The test networks are never read here (the script runs inside ``splits.selection()``); the rules' held-out
+numbers, once a rule is chosen, come from ``make train-costmodel``. (Until issue 47 a ``--saved-ensemble`` option
+also scored one saved ensemble on the held-out models "for reference"; it was removed with the enforced split.)
 
 Each fit's validation scores and fit-set scale are cached under ``--cache`` (``.npz``, no pickles; keyed by the
 kind's settings, the seed, the dataset's manifest and the split: anything else is fitted again), so a stopped
@@ -46,9 +46,10 @@ from autotune.cli import (  # noqa: E402
     setup_logging,
     write_results,
 )
+from autotune.data import splits  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 
-VALIDATION_MODELS = "resnet18,mobilenet_v3_small,gpt2"  # as ensemble_select.py: one per held-out family
+VALIDATION_MODELS = ",".join(splits.VALIDATION_MODELS)
 RISKS = (0.0, 0.5, 1.0, 1.5, 2.0)
 OBJECTIVE = "top1"
 
@@ -88,21 +89,22 @@ def main(argv=None) -> int:
     ap.add_argument("--validation-models", default=VALIDATION_MODELS)
     ap.add_argument("--cache", default=None, help="per-fit cache (default: <out>/risk_select)")
     ap.add_argument("--out", default=None, help="results folder (default: the comparison's for this dataset)")
-    ap.add_argument("--saved-ensemble", default=None,
-                    help="a saved seed ensemble of --kind: the rules applied to its members on the held-out models, "
-                         "reported for reference (never used to choose)")
     ap.add_argument("--quick", action="store_true", help="the CI's small settings for --kind (a smoke test)")
     ap.add_argument("--summarize-only", action="store_true", help="no fits: the table from the cache")
     args = ap.parse_args(argv)
-    return run_main(lambda: _main(args))
+    return run_main(lambda: _selected(args))
+
+
+def _selected(args) -> int:
+    with splits.selection():  # the test split raises in here (splits.TestSplitForbidden)
+        return _main(args)
 
 
 def _main(args) -> int:
     from autotune.costmodel import REGISTRY, create_seeded, model_class
-    from autotune.costmodel.data import load_split, validation_split
+    from autotune.costmodel.data import load_selection_split, validation_parts
     from autotune.costmodel.ensemble import EnsembleCostModel, within_task_scale
     from autotune.costmodel.train import params_for, resolve_results
-    from autotune.data.splits import HELD_OUT_MODELS
 
     if args.kind not in REGISTRY or args.kind == "random" or issubclass(model_class(args.kind), EnsembleCostModel):
         raise UserError(f"--kind: {args.kind!r} is not a single seeded model; valid: "
@@ -115,10 +117,10 @@ def _main(args) -> int:
     import logging
 
     log = logging.getLogger("autotune.experiments.risk_select")
-    held_out = comma_list(args.held_out) if args.held_out else list(HELD_OUT_MODELS)
+    held_out = comma_list(args.held_out) if args.held_out else None
     val_models = comma_list(args.validation_models)
-    data, train_keys, test_keys = load_split(args.dataset, held_out)
-    split = validation_split(data, train_keys, held_out, val_models)
+    data, fit_keys, val_by_model = load_selection_split(args.dataset, held_out, val_models)
+    split = validation_parts(data, fit_keys, val_by_model)
     out = args.out or resolve_results(None, data.manifest["hardware"]["hardware_id"])
     cache = args.cache or os.path.join(out, "risk_select")
     fit, val, masks = split.fit, split.val, split.masks
@@ -158,61 +160,25 @@ def _main(args) -> int:
         rows.append({"rule": name, "runs": runs, "groups": [list(g) for g in groups],
                      **{k: float(np.mean([r[k] for r in runs])) for k in ("top1", "top5")},
                      "top1_sd": float(np.std([r["top1"] for r in runs], ddof=1)) if len(runs) > 1 else None})
-    reference = held_out_reference(args.saved_ensemble, args.kind, data, test_keys) if args.saved_ensemble else None
     best = max((r for r in rows if r["rule"] in RISK_RULES),
                key=lambda r: (round(r[OBJECTIVE], 6), -RISK_RULES[r["rule"]]))
     risk = RISK_RULES[best["rule"]]
     result = {"dataset": os.path.relpath(os.path.abspath(args.dataset), ROOT), "kind": args.kind,
-              "members": args.members, "seeds": have, "validation_models": val_models, "held_out": held_out,
+              "members": args.members, "seeds": have, "validation_models": val_models,
+              "held_out": held_out or "the dataset's test networks (splits.TEST_MODELS)",
               "fit_programs": len(fit), "fit_tasks": split.fit_tasks,
               "validation_programs": {m: int(mask.sum()) for m, mask in masks.items()},
               "fit_seconds": {str(s): fits[s][1] for s in have}, "rows": rows, "objective": OBJECTIVE,
-              "best_rule": best["rule"], "best_risk": risk, "quick": args.quick, "held_out_reference": reference,
+              "best_rule": best["rule"], "best_risk": risk, "quick": args.quick,
               "measured_on": host_cpu(), "loadavg": loadavg(), "git_commit": git_commit()}
     write_results(os.path.join(out, "risk_select.json"), result, os.path.join(out, "risk_select.md"), markdown(result))
     log.info("best rule on validation: %s (top-1 %.3f)", best["rule"], best[OBJECTIVE])
     return 0
 
 
-def held_out_reference(path: str, kind: str, data, test_keys: dict[str, list[str]]) -> dict:
-    """The rules applied to a saved seed ensemble's members on the held-out models (view ``all``, the
-    comparison's metrics): {path, members' seeds, rows: [{rule, top1, top5, per_model_top1}]}."""
-    from autotune.costmodel import ModelFileError, load
-    from autotune.costmodel.ensemble import EnsembleCostModel
-    from autotune.costmodel.evaluate import evaluate
-
-    try:
-        model = load(path)
-    except (OSError, ModelFileError, ValueError) as err:
-        raise UserError(f"--saved-ensemble: {path}: {err}") from None
-    if not isinstance(model, EnsembleCostModel) or set(model.members) != {kind}:
-        raise UserError(f"--saved-ensemble: {path} is not a seed ensemble of {kind} "
-                        f"(members: {getattr(model, 'members', type(model).__name__)})")
-    held_out = list(test_keys)
-
-    class Rule:
-        def __init__(self, f):
-            self.f = f
-
-        def predict(self, batch):
-            return self.f(model.member_scores(batch))
-
-    def scores(f) -> dict:
-        got = evaluate(Rule(f), data, test_keys, views=("all",))["views"]["all"]
-        return {"top1": got["mean"]["top1"], "top5": got["mean"]["top5"],
-                "per_model_top1": {m: got[m]["top1"] for m in held_out if m in got}}
-
-    rows = []
-    for name, rule in rules().items():
-        vectors = len(rule(np.zeros((len(model.members), 1))))  # how many score vectors the rule gives
-        runs = [scores(lambda m, i=i, rule=rule: rule(m)[i]) for i in range(vectors)]
-        rows.append({"rule": name, **mean_scores(runs)})
-    return {"path": os.path.relpath(os.path.abspath(path), ROOT), "member_seeds": model.member_seeds(), "rows": rows}
-
-
 def markdown(result: dict) -> str:
     lines = [f"# How a seed ensemble of {result['kind']} combines its members (chosen on validation networks)", "",
-             f"Dataset `{result['dataset']}`; held-out models ({', '.join(result['held_out'])}) never used. "
+             f"Dataset `{result['dataset']}`; the test networks are never read here (`splits.selection()`). "
              f"{result['kind']} fitted on {result['fit_programs']} programs of {result['fit_tasks']} training tasks "
              f"once per seed {', '.join(map(str, result['seeds']))}; scored on the validation networks "
              f"{', '.join(f'{m} ({n} programs)' for m, n in result['validation_programs'].items())}. Each row: every "
@@ -231,22 +197,9 @@ def markdown(result: dict) -> str:
               + f". Measured on {result['measured_on']}, load {result['loadavg']}, commit {result['git_commit']}.", "",
               "Reproduce: `python experiments/costmodel/risk_select.py --dataset " + result["dataset"]
               + f" --kind {result['kind']} --members {result['members']} --seeds {','.join(map(str, result['seeds']))}"
-              + f" --held-out {','.join(result['held_out'])} --validation-models {','.join(result['validation_models'])}"
+              + f" --validation-models {','.join(result['validation_models'])}"
               + (" --quick" if result["quick"] else "")
-              + (f" --saved-ensemble {result['held_out_reference']['path']}" if result.get("held_out_reference") else "")
               + "`", ""]
-    ref = result.get("held_out_reference")
-    if ref:
-        lines += ["## For reference only: the rules on the held-out models (one saved ensemble)", "",
-                  f"`{ref['path']}` (member seeds {', '.join(map(str, ref['member_seeds']))}), view `all`, mean over "
-                  f"{', '.join(result['held_out'])}. One ensemble on the test networks: not used to choose the rule, "
-                  "and no claim — the validation table above is the evidence.", "",
-                  "| rule | held-out top-1 | held-out top-5 | " + " | ".join(result["held_out"]) + " |",
-                  "|---|---|---|" + "---|" * len(result["held_out"])]
-        for r in ref["rows"]:
-            lines.append(f"| {r['rule']} | {r['top1']:.3f} | {r['top5']:.3f} | "
-                         + " | ".join(f"{r['per_model_top1'].get(m, float('nan')):.3f}" for m in result["held_out"]) + " |")
-        lines.append("")
     return "\n".join(lines)
 
 
