@@ -38,6 +38,12 @@ def test_two_work_dirs_of_one_model_share_the_torch_timings(cli, tmp_path):
     assert all(r["max_abs_error_vs_eager"]["tvm_tuned"] < 1e-4 and len(r["latency_ms_rounds"]["tvm_tuned"]) == 2
                for r in rows)
     assert os.path.getsize(out + ".md") > 0
+    for r in rows:  # the peers a CPU user would pick: built, checked against eager, timed in the same rounds
+        assert {"torch_compile_frozen", "onnxruntime"} <= set(r["latency_ms"]) and r["statistic"] == "fastest round"
+        assert all(r["max_abs_error_vs_eager"][k] < 1e-4 for k in ("torch_compile_frozen", "onnxruntime"))
+        assert r["latency_ms"]["onnxruntime"] == min(r["latency_ms_rounds"]["onnxruntime"])
+        best = min((k for k in r["latency_ms"] if k != "tvm_tuned"), key=r["latency_ms"].get)
+        assert r["best_peer"] == best and r["tvm_vs_best_peer"] == r["latency_ms"][best] / r["latency_ms"]["tvm_tuned"]
     for r in rows:  # the compiled model's own time by call: its tuned kernels are there, timed
         calls = r["compiled_profile"]["calls"]
         assert [k for k in calls if not k.startswith("vm.builtin.") and calls[k]["ms"] > 0], calls

@@ -178,7 +178,8 @@ def _write_comparison(result: dict, models_dir: str, results_dir: str) -> None:
     result.update({"paired": paired_table(result["rows"]), "models_dir_bytes": size,
                    "done_when": done_when(result["rows"], size, latest_throughput_benchmark(
                        os.path.join(models_dir, result["hardware_id"])), models_dir),
-                   "data_curve": data_curve_reading(results_dir, result["dataset_manifest_sha256"])})
+                   "data_curve": data_curve_reading(results_dir, result["dataset_manifest_sha256"]),
+                   "folds": folds_reading(results_dir, result["dataset_manifest_sha256"])})
     best = best_sequence_kind(result["rows"])
     result["top1_losses"] = best and top1_loss_reading(results_dir, result["dataset_manifest_sha256"], best)
     write_results(os.path.join(results_dir, "comparison.json"), result, os.path.join(results_dir, "comparison.md"),
@@ -491,6 +492,37 @@ def _result_of_dataset(path: str, manifest_hash: str) -> dict | None:
     return got if isinstance(got, dict) and got.get("dataset_manifest_sha256") == manifest_hash else None
 
 
+def folds_reading(results_dir: str, manifest_hash: str) -> dict | None:
+    """The fold rotation's summary (``folds.py``: every network held out once) when it was run on this dataset."""
+    got = _result_of_dataset(os.path.join(results_dir, "folds.json"), manifest_hash)
+    return got and got.get("summary")
+
+
+def view_networks(rows: list[dict]) -> str:
+    """Which networks each view averages (a view without scorable tasks of a network leaves it out)."""
+    views = next((r["metrics"].get("views") for r in rows if r["metrics"].get("views")), None) or {}
+    return "; ".join(f"`{v}` over {', '.join(m for m in per if m != 'mean')}" for v, per in views.items())
+
+
+def folds_lines(result: dict) -> list[str]:
+    folds = result.get("folds")
+    if not folds:
+        return ["", "## Fold rotation", "", "Not run on this dataset (`python -m autotune.costmodel.folds --dataset "
+                f"{result['dataset']}`)."]
+    nets = sorted({n for s in folds.values() for n in s["networks"]})
+    lines = ["", "## Fold rotation: every network held out once (`folds.json`)", "",
+             "Beside the fixed split: each network of the dataset held out in turn (its tasks, shared ones included, "
+             "out of training), scored on its own programs (view `all`); mean ± sd over the folds, so the spread says "
+             "how much a model's score depends on which networks are new.", "",
+             "| model | folds | top-1 mean ± sd over folds | top-5 mean | " + " | ".join(nets) + " |",
+             "|---|---|---|---|" + "---|" * len(nets)]
+    for kind, f in folds.items():
+        sd = "" if f.get("top1_sd") is None else f" ± {f['top1_sd']:.3f}"
+        cells = " | ".join(f"{f['per_network'][n]['top1']:.3f}" if n in f["per_network"] else "-" for n in nets)
+        lines.append(f"| {kind} | {f['folds']} | {f['top1_mean']:.3f}{sd} | {f['top5_mean']:.3f} | {cells} |")
+    return lines
+
+
 def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TARGETS["seq_top1"]) -> dict | None:
     """What ``experiments/costmodel/data_curve.py`` measured on the same dataset (``results_dir``/data_curve.json):
     per kind, held-out top-1 when fitted on every training program, its least-squares slope per doubling of
@@ -664,10 +696,20 @@ def markdown_table(result: dict) -> str:
                 if result.get("duplicates") == "merged" else
                 "**Scored before copies of a schedule were merged** (each measured row counted as a program; "
                 "refit to compare with tables that merge them)."), "",
+             "## How the rows were chosen (issue 47)", "",
+             "The held-out models are the test networks, read here once. Choices made without them: each kind's "
+             "hyperparameters (Optuna studies on training tasks, `hparams.py`), the ensemble's members (validation "
+             "networks, `experiments/costmodel/ensemble_select.py`). Made **on the test networks** before the split "
+             "was enforced, not yet re-selected on validation networks: the sequence variants' recipes "
+             "(`seq-lstm-cos`'s schedule and soup, `seq-lstm-cos-x2`, `seq-lstm-rows`) and `seq-lstm-distil`'s mode "
+             "and weight (`experiments/costmodel/results/variants.jsonl`); those rows are a maximum over tries on "
+             "the test set, optimistic by construction. `experiments/costmodel/variants.py` now scores validation "
+             "networks only (`variants_validation.jsonl`).", "",
              "## Held-out scores, mean ± sd over seeds", "",
              "Views: `all` = every measured program of a held-out model's tasks (TenSet/TLP); `search` = only the "
              "programs the evolutionary sampler produced (where the search ranks); `unseen` = without tasks a "
-             "training model shares (same task or same argument shapes). Each view: mean over held-out models.", ""]
+             "training model shares (same task or same argument shapes). Each view: mean over the held-out models "
+             f"it can score ({view_networks(rows)}).", ""]
     head = ["model", "seeds", "top-1 all", "top-5 all", "pairwise all", "top-1 search", "top-5 search",
             "top-1 unseen", "top-5 unseen", "predict programs/s", "fit s (first seed)"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -679,6 +721,7 @@ def markdown_table(result: dict) -> str:
                                         _pm(over.get("search"), "top5"), _pm(over.get("unseen"), "top1"),
                                         _pm(over.get("unseen"), "top5"), f"{r['predict_programs_per_s']:.0f}",
                                         f"{r['fit_seconds']:.0f}"]) + " |")
+    lines += folds_lines(result)
     lines += ["", "## Paired comparison over the same seeds (a − b)", "",
               "Cell: mean difference ± its sd over seeds (seeds where a beat b / seeds); **clear** when |mean| > sd > 0 "
               "(two models that do not vary with the seed have no spread to compare with: marked *no seed spread*). "
