@@ -298,7 +298,7 @@ def markdown(results: dict) -> str:
             lines.append(f"| {r['work_dir']} | failed: {r['failed']} |")
             continue
         lat, e = r["latency_ms"], r["max_abs_error_vs_eager"]
-        ms = lambda k: f"{lat[k]:.2f}" if k in lat else "-"  # noqa: E731  (files from before the peers)
+        ms = lambda k, lat=lat: f"{lat[k]:.2f}" if k in lat else "-"  # noqa: E731  (files from before the peers)
         err = " / ".join(f"{e[k]:.2g}" if k in e else "-" for k in ("tvm_tuned", "torch_compile", *PEERS))
         vs_best = f"{r['tvm_vs_best_peer']:.2f}x ({r['best_peer']})" if "best_peer" in r else "-"
         lines.append(f"| {r['model']} | {r['work_dir']} ({r['arm']}, {r['trials']}, {'on' if r.get('layout_rewrite') else 'off'}, {r.get('conv_layout', 'nchw')}) | {lat['tvm_tuned']:.2f} | "
