@@ -100,3 +100,20 @@ def test_selection_entry_points_run_inside_selection(module, argv, monkeypatch, 
         else ["--out", str(tmp_path), "--cache", str(tmp_path / "c")])
     assert mod.main(["--dataset", TEST_DATASET, *argv, *out]) == 2
     assert seen == [True]
+
+
+def test_unseen_networks_are_in_no_dataset_and_no_split():
+    """Protocol v2's network new to every model: no dataset holds a task of it, and it is none of the named splits."""
+    import json
+
+    from autotune.zoo import MODELS
+
+    for name in splits.UNSEEN_MODELS:
+        assert name in MODELS and name not in splits.ZOO_DATASET_MODELS
+        assert name not in splits.TEST_MODELS + splits.VALIDATION_MODELS
+    for hw in os.listdir(os.path.join(ROOT, "datasets")):
+        path = os.path.join(ROOT, "datasets", hw, "tasks.jsonl")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                models = {m for line in f if line.strip() for m in json.loads(line).get("models", [])}
+            assert not models & set(splits.UNSEEN_MODELS), f"{hw} holds tasks of an unseen network"

@@ -27,6 +27,7 @@ SMALL_FORWARD = {
     "tiny": None,
     "tiny_mlp": None,
     "resnet18": (3, 64, 64),
+    "convnext_nano_like": (3, 64, 64),
     "bert_base": (16,),
     "gpt2": (16,),
     "mobilenet_v2": (3, 32, 32),

@@ -63,6 +63,8 @@ ZOO_DATASET_MODELS = (
     "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "vgg16", "densenet121",
     "inception_like", "vit_b16", "bert_base", "gpt2",
 )
+# zoo networks in no dataset: never trained or selected on; protocol v2 tunes them as networks new to every model
+UNSEEN_MODELS = ("convnext_nano_like",)
 # model -> input shape used for the dataset. Held-out models keep their real shapes (their tasks
 # are the evaluation set); the heaviest training-only CNNs use 112x112, which keeps random
 # programs of their convolutions cheap to measure and adds shape variety.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import densenet, inception, mobilenet, resnet, small, transformer, vgg
+from . import convnext, densenet, inception, mobilenet, resnet, small, transformer, vgg
 from .calibrate import calibrate_batchnorm
 from .export import load_exported
 from .spec import ImageShape, ModelSpec, TokenShape, UnknownModelError, VectorShape
@@ -49,6 +49,9 @@ _SPECS = [
               "image", _IMAGENET, transformer.vit_b16, ImageShape(min_hw=16, multiple_of=16)),
     ModelSpec("bert_base", "BERT-base encoder, last hidden states (seq, 768)", ("transformer", "nlp"),
               "tokens", (128,), transformer.bert_base, TokenShape(vocab=30522, max_len=512)),
+    ModelSpec("convnext_nano_like", "ConvNeXt-style CNN (7x7 depthwise, LayerNorm, GELU MLP), in no dataset",
+              ("cnn", "imagenet", "depthwise", "unseen"), "image", _IMAGENET, convnext.convnext_nano_like,
+              ImageShape(min_hw=32, multiple_of=32)),
     ModelSpec("gpt2", "GPT-2 small (causal), last hidden states (seq, 768)", ("transformer", "nlp", "causal"),
               "tokens", (128,), transformer.gpt2, TokenShape(vocab=50257, max_len=1024)),
 ]
