@@ -718,6 +718,7 @@ def main(argv=None) -> int:
                         f"be tabulated (--summarize-only), not tuned or timed here")
     if args.quick:
         args.models, args.arms, args.seeds, args.trials_per_task, args.rounds = "tiny_mlp", "stock-ms,ms-xgb", "0", 4, 2
+        args.fractions = "0.25,1"  # two compiles per arm: a smoke test of the pipeline, not of the grid
         args.work_root = os.path.join(args.work_root, "quick")
         args.out = os.path.join(args.work_root, "results")
     meta = {"command": " ".join(["python", "experiments/tuning_efficiency/real_budget.py", *(argv or sys.argv[1:])]),
