@@ -41,6 +41,6 @@ def test_folds_cli_summary_resume_and_comparison(tmp_path, cli):
     reading = folds_reading(str(tmp_path), result["dataset_manifest_sha256"])
     assert reading == result["summary"] and folds_reading(str(tmp_path), "another-dataset") is None
     table = "\n".join(folds_lines({"folds": reading, "dataset": TEST_DATASET}))
-    assert "| ms-xgb | 2 |" in table and "| tiny | tiny_mlp |" in table
+    assert "| ms-xgb | 2 | 0 |" in table and "| tiny | tiny_mlp |" in table
     bad = cli("autotune.costmodel.folds", "--dataset", TEST_DATASET, "--models", "nope", "--results", str(tmp_path))
     assert bad.returncode == 2 and "--models" in bad.stderr and "Traceback" not in bad.stderr

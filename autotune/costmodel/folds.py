@@ -58,21 +58,28 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def markdown(result: dict) -> str:
-    summ = result["summary"]
-    nets = sorted({n for s in summ.values() for n in s["networks"]})
-    lines = ["# Fold rotation: every network held out once (`python -m autotune.costmodel.folds`)", "",
-             f"Dataset `{result['dataset']}` (manifest {result['dataset_manifest_sha256'][:12]}); {len(nets)} folds, "
-             "one per network: fitted on every task of no held-out network, scored on the held-out network's "
-             "programs (TenSet weighted top-1, view `all`). Mean ± sd over folds: the spread says how much the score "
-             "depends on which network is new (the fixed split's ± is over training seeds only).", "",
-             "| model | folds | seeds | top-1 mean ± sd over folds | top-5 mean | " + " | ".join(nets) + " |",
+def table_lines(summary: dict) -> list[str]:
+    """One row per model: folds, seeds, top-1 mean ± sd over folds, top-5 mean, each network's top-1."""
+    nets = sorted({n for s in summary.values() for n in s["networks"]})
+    lines = ["| model | folds | seeds | top-1 mean ± sd over folds | top-5 mean | " + " | ".join(nets) + " |",
              "|---|---|---|---|---|" + "---|" * len(nets)]
-    for kind, s in summ.items():
+    for kind, s in summary.items():
         sd = "" if s["top1_sd"] is None else f" ± {s['top1_sd']:.3f}"
         cells = " | ".join(f"{s['per_network'][n]['top1']:.3f}" if n in s["per_network"] else "-" for n in nets)
         lines.append(f"| {kind} | {s['folds']} | {','.join(map(str, s['seeds']))} | {s['top1_mean']:.3f}{sd} | "
                      f"{s['top5_mean']:.3f} | {cells} |")
+    return lines
+
+
+def markdown(result: dict) -> str:
+    n = len({n for s in result["summary"].values() for n in s["networks"]})
+    lines = ["# Fold rotation: every network held out once (`python -m autotune.costmodel.folds`)", "",
+             f"Dataset `{result['dataset']}` (manifest {result['dataset_manifest_sha256'][:12]}); {n} folds, "
+             "one per network: fitted on every task of no held-out network, scored on the held-out network's "
+             "programs (TenSet weighted top-1, view `all`). Mean ± sd over folds: the spread says how much the score "
+             "depends on which network is new (the fixed split's ± is over training seeds only). A model with fewer "
+             "folds than the others is partial (the run was stopped; rerun the command to go on).", "",
+             *table_lines(result["summary"])]
     lines += ["", f"Measured on {result['measured_on']}; fits {result['fit_seconds_total']:.0f} s in all. Reproduce: "
               f"`{result['command']}`.", ""]
     return "\n".join(lines)

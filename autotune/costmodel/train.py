@@ -509,18 +509,13 @@ def folds_lines(result: dict) -> list[str]:
     if not folds:
         return ["", "## Fold rotation", "", "Not run on this dataset (`python -m autotune.costmodel.folds --dataset "
                 f"{result['dataset']}`)."]
-    nets = sorted({n for s in folds.values() for n in s["networks"]})
-    lines = ["", "## Fold rotation: every network held out once (`folds.json`)", "",
-             "Beside the fixed split: each network of the dataset held out in turn (its tasks, shared ones included, "
-             "out of training), scored on its own programs (view `all`); mean ± sd over the folds, so the spread says "
-             "how much a model's score depends on which networks are new.", "",
-             "| model | folds | top-1 mean ± sd over folds | top-5 mean | " + " | ".join(nets) + " |",
-             "|---|---|---|---|" + "---|" * len(nets)]
-    for kind, f in folds.items():
-        sd = "" if f.get("top1_sd") is None else f" ± {f['top1_sd']:.3f}"
-        cells = " | ".join(f"{f['per_network'][n]['top1']:.3f}" if n in f["per_network"] else "-" for n in nets)
-        lines.append(f"| {kind} | {f['folds']} | {f['top1_mean']:.3f}{sd} | {f['top5_mean']:.3f} | {cells} |")
-    return lines
+    from .folds import table_lines
+
+    return ["", "## Fold rotation: every network held out once (`folds.json`)", "",
+            "Beside the fixed split: each network of the dataset held out in turn (its tasks, shared ones included, "
+            "out of training), scored on its own programs (view `all`); mean ± sd over the folds, so the spread says "
+            "how much a model's score depends on which networks are new. A model with fewer folds is partial.", "",
+            *table_lines(folds)]
 
 
 def data_curve_reading(results_dir: str, manifest_hash: str, target: float = TARGETS["seq_top1"]) -> dict | None:
