@@ -16,7 +16,8 @@ from tests.conftest import ROOT
 TEST_DATASET = os.path.join(ROOT, "tests", "data", "tiny_dataset")
 # every module that chooses something (a variant, hyperparameters, a committee, a rule)
 SELECTION_MODULES = ("experiments/costmodel/variants.py", "experiments/costmodel/ensemble_select.py",
-                     "experiments/costmodel/risk_select.py", "autotune/costmodel/hparams.py")
+                     "experiments/costmodel/risk_select.py", "autotune/costmodel/hparams.py",
+                     "experiments/online_update/run.py")
 # what reaches the test split: its names, the splitter that returns it, the loader that calls it
 FORBIDDEN = {"TEST_MODELS", "HELD_OUT_MODELS", "split_by_model", "_partition", "load_split", "validation_split"}
 
@@ -73,10 +74,12 @@ def test_inside_selection_the_test_split_raises_and_selection_split_never_return
     ("ensemble_select", ["--candidates", "ms-xgb,xgb-reg", "--seeds", "0"]),
     ("risk_select", ["--kind", "xgb-reg", "--members", "2", "--seeds", "0,1"]),
     ("hparams", ["--models", "xgb", "--trials", "1"]),
+    ("online_update/run", ["--pretrained", "xgb-reg", "--quick"]),
 ])
 def test_selection_entry_points_run_inside_selection(module, argv, monkeypatch, tmp_path):
     """Each selection CLI asks for its data inside ``splits.selection()`` (so any path to the test split raises)."""
     import importlib
+    import importlib.util
     import sys
 
     import autotune.costmodel.data as cdata
@@ -91,6 +94,11 @@ def test_selection_entry_points_run_inside_selection(module, argv, monkeypatch, 
     monkeypatch.setattr(cdata, "load_selection_split", spy)
     if module == "hparams":
         mod = importlib.import_module("autotune.costmodel.hparams")
+    elif module == "online_update/run":  # a script named run.py: loaded from its file under its own name
+        spec = importlib.util.spec_from_file_location("online_update_run", os.path.join(
+            ROOT, "experiments", "online_update", "run.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
     else:
         monkeypatch.syspath_prepend(os.path.join(ROOT, "experiments", "costmodel"))
         sys.modules.pop(module, None)
@@ -98,6 +106,12 @@ def test_selection_entry_points_run_inside_selection(module, argv, monkeypatch, 
     out = ["--out", str(tmp_path / "o.jsonl")] if module == "variants" else (
         ["--out-dir", str(tmp_path), "--storage", str(tmp_path / "j.log")] if module == "hparams"
         else ["--out", str(tmp_path), "--cache", str(tmp_path / "c")])
+    if module == "online_update/run":
+        from autotune.cli import run_main
+
+        assert run_main(lambda: mod.main(["--dataset", TEST_DATASET, *argv, "--out", str(tmp_path)])) == 2
+        assert seen == [True]
+        return
     assert mod.main(["--dataset", TEST_DATASET, *argv, *out]) == 2
     assert seen == [True]
 
@@ -117,3 +131,20 @@ def test_unseen_networks_are_in_no_dataset_and_no_split():
             with open(path, encoding="utf-8") as f:
                 models = {m for line in f if line.strip() for m in json.loads(line).get("models", [])}
             assert not models & set(splits.UNSEEN_MODELS), f"{hw} holds tasks of an unseen network"
+
+
+def test_online_update_replay_on_validation_networks(tmp_path):
+    """experiments/online_update/run.py fits its pretrained kind without the replayed (validation) network and
+    replays the modes on that network only."""
+    import json
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "experiments/online_update/run.py", "--dataset", TEST_DATASET, "--held-out",
+                          "tiny", "--validation-models", "tiny_mlp", "--pretrained", "xgb-reg", "--quick", "--ks", "2",
+                          "--seeds", "1", "--modes", "none,online", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads((tmp_path / "online_update.json").read_text())
+    assert out["validation_models"] == ["tiny_mlp"] and {r["held_out_model"] for r in out["rows"]} == {"tiny_mlp"}
+    assert {r["mode"] for r in out["rows"]} == {"none", "online"} and "tiny_mlp" in (tmp_path / "online_update.md").read_text()
