@@ -14,6 +14,9 @@ import os
 from autotune.cli import run_main, versions
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # datasets/ and models/ beside the package
+
+
 def shipped(root: str, hw: str) -> dict:
     """Datasets and models under ``root`` and whether each is for this hardware."""
     out = {}
@@ -40,7 +43,7 @@ def main(argv=None) -> int:
             print(hw)
             return 0
         info = {"hardware_id": hw, "target": target_json(target), "host": detect_host().as_json(),
-                "versions": versions(), "shipped": shipped(os.getcwd(), hw)}
+                "versions": versions(), "shipped": shipped(REPO, hw)}
         print(json.dumps(info, indent=2))
         return 0
 

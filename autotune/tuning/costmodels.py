@@ -105,7 +105,10 @@ AUTO_ORDER = ("xgb", "seq", "ms-mlp")
 AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
-DEFAULT_MODELS_DIR = "models"
+# the shipped models beside the package (an editable install from the repository), whatever the working
+# directory; AUTOTUNE_MODELS_DIR points elsewhere (a folder of <hardware id>/<kind>/ like models/)
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_MODELS_DIR = os.environ.get("AUTOTUNE_MODELS_DIR") or os.path.join(_REPO, "models")
 
 
 def check_name(name: str) -> None:
@@ -220,9 +223,15 @@ def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fa
         raise UserError(f"--cost-model {name}: {path} holds a {kind!r} model; pass --cost-model auto or {kind} "
                         "(or retrain that folder with make train-costmodel)")
     model = _learned(loaded, online)
-    used = (f"pretrained {kind} from {path} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}), "
+    used = (f"pretrained {kind} from {_shown(path)} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}), "
             f"updated online ({model.learner.mode})")
     return Resolved(model, used, card=card, requested=name, fallback=fallback)
+
+
+def _shown(path: str) -> str:
+    """A model folder as reports name it: relative to the repository when inside it (the same in any clone)."""
+    rel = os.path.relpath(os.path.abspath(path), _REPO)
+    return path if rel.startswith("..") else rel
 
 
 def _from_path(name: str, path: str, target, online: str) -> Resolved:
