@@ -13,7 +13,6 @@ import os
 
 from autotune.cli import run_main, versions
 
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # datasets/ and models/ beside the package
 
 

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     from autotune.costmodel.online import ONLINE_UPDATES
 
     p = argparse.ArgumentParser(prog="python -m autotune.tune", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="resnet18", help="zoo model name or path to a torch.export .pt2 file")
+    p.add_argument("--model", default="resnet18", help="zoo model name, or a torch.export .pt2 or an ONNX (.onnx) file")
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU), 'cuda', or a JSON target dict")
     p.add_argument("--trials", type=int, default=400, help="total measured trials (all runs together)")
     p.add_argument("--trials-per-task", type=int, default=None, help="cap of trials for any one task")
@@ -231,9 +231,10 @@ def _tune(config: TuneConfig, target, measurer, cost_model) -> int:
 
 def _print_summary(report: dict, work_dir: str, curve_png: str, tasks_md: str) -> None:
     lat = report["latency_ms"]
-    parts = [f"{k} {lat[k]:.3f} ms" for k in ("tvm_untuned", "tvm_tuned", "torch_eager") if lat.get(k)]
+    parts = [f"{k} {lat[k]:.3f} ms" for k in ("tvm_untuned", "tvm_tuned", "torch_eager", "onnxruntime") if lat.get(k)]
     logger.info("end-to-end latency: %s", ", ".join(parts))
-    logger.info("max abs error vs torch: %.3g", report["numerics"]["max_abs_error"])
+    logger.info("max abs error vs %s: %.3g", "ONNX Runtime" if "onnxruntime" in lat else "torch",
+                report["numerics"]["max_abs_error"])
     logger.info("report: %s", os.path.join(work_dir, "report.json"))
     logger.info("tuning curve: %s; per-task table: %s", curve_png, tasks_md)
 

@@ -55,6 +55,28 @@ def import_exported(ep: torch.export.ExportedProgram) -> tuple[tvm.IRModule, dic
     return relax.frontend.detach_params(mod)
 
 
+def import_onnx(path: str, inputs) -> tuple[tvm.IRModule, dict]:
+    """An ONNX file to (Relax module with params as inputs, {"main": [params]}), as ``import_exported`` gives a
+    torch model: the same bind / layout / fuse flow and database keys follow. An operator TVM's ONNX front end does
+    not convert is a ``UserError`` naming it."""
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from autotune.errors import UserError
+
+    model = onnx.load(path)
+    weights = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in weights]
+    shapes = {n: list(x.shape) for n, x in zip(names, inputs)}
+    dtypes = {n: str(x.dtype).removeprefix("torch.") for n, x in zip(names, inputs)}
+    try:
+        mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
+    except Exception as err:  # noqa: BLE001 - TVM raises its own error types for unsupported operators
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise UserError(f"--model {path}: TVM's ONNX front end cannot convert it ({first})") from None
+    return relax.frontend.detach_params(mod)
+
+
 def bind_and_simplify(mod: tvm.IRModule, params: dict) -> tvm.IRModule:
     """Bind weights as constants, decompose BatchNorm for inference, fold constants."""
     if params and params.get("main"):

@@ -55,7 +55,7 @@ class TuneSession:
         self.conv_layout = resolve_conv_layout(self.config.conv_layout, target.kind.name, None, work_dir)
 
     def prepare(self):
-        mod, params = fe.import_exported(self.model.exported)
+        mod, params = self.model.relax_module()
         mod = fe.convert_conv_layout(fe.bind_and_simplify(mod, params), self.conv_layout)
         return mod, fe.extract_tasks(mod, self.target, layout_rewrite=self.layout_rewrite)
 
@@ -126,7 +126,9 @@ class TuneSession:
             "latency_ms": arms,
             "speedup": {
                 "tuned_vs_untuned": _ratio(arms.get("tvm_untuned"), arms["tvm_tuned"]),
-                "tuned_vs_torch_eager": _ratio(arms["torch_eager"], arms["tvm_tuned"]),
+                "tuned_vs_torch_eager": _ratio(arms.get("torch_eager"), arms["tvm_tuned"]),
+                **({"tuned_vs_onnxruntime": _ratio(arms["onnxruntime"], arms["tvm_tuned"])}
+                   if "onnxruntime" in arms else {}),
             },
             "numerics": numerics,
             "wall_s": {
@@ -152,9 +154,8 @@ class TuneSession:
     def _check_and_time(self, tuned_exe, untuned_exe, rounds: int):
         inputs = self.model.inputs
         torch.set_num_threads(self.cores)
-        eager = self.model.eager_module()
-        with torch.no_grad():
-            ref = [t.detach().numpy() for t in _as_list(eager(*inputs))]
+        ref_name, reference = self.model.reference()
+        ref = [np.asarray(x) for x in reference(*inputs)]
         tuned = fe.VMRunner(tuned_exe)
         out = tuned(*inputs)
         numerics = _compare(out, ref)
@@ -163,7 +164,11 @@ class TuneSession:
             untuned = fe.VMRunner(untuned_exe)
             numerics["untuned_max_abs_error"] = _compare(untuned(*inputs), ref)["max_abs_error"]
             arms["tvm_untuned"] = lambda: untuned.time(inputs, repeat=1, min_repeat_ms=0)[0]
-        arms["torch_eager"] = lambda: _time_torch(eager, inputs)
+        if ref_name == "torch_eager":
+            eager = self.model.eager_module()
+            arms["torch_eager"] = lambda: _time_torch(eager, inputs)
+        else:  # the reference runtime itself (ONNX Runtime for an .onnx model)
+            arms[ref_name] = lambda: _seconds_per_call(lambda: reference(*inputs))
         samples: dict[str, list[float]] = {k: [] for k in arms}
         for fn in arms.values():  # warm-up
             fn()
@@ -180,22 +185,17 @@ class TuneSession:
 
 def _time_torch(module, inputs, min_s: float = 0.1) -> float:
     with torch.no_grad():
-        n, t0 = 0, time.perf_counter()
-        while True:
-            module(*inputs)
-            n += 1
-            elapsed = time.perf_counter() - t0
-            if elapsed >= min_s:
-                return elapsed / n
+        return _seconds_per_call(lambda: module(*inputs), min_s)
 
 
-def _as_list(out) -> list:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    flat = []
-    for item in out:
-        flat.extend(_as_list(item))
-    return flat
+def _seconds_per_call(fn, min_s: float = 0.1) -> float:
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_s:
+            return elapsed / n
 
 
 def _compare(out: list[np.ndarray], ref: list[np.ndarray]) -> dict:

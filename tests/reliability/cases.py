@@ -93,10 +93,31 @@ def make_fixtures(f: str) -> None:
     with open(os.path.join(wd, "database_tuning_record.json"), "w") as fh:
         fh.write(f"{rec}\n{rec[:30]}\n{rec}\n")
     _untrusted_fixtures(f)
+    _onnx_fixtures(os.path.join(f, "onnx"))
     cm = os.path.join(f, "costmodel_badjson")
     os.makedirs(cm, exist_ok=True)
     with open(os.path.join(cm, "model.json"), "w") as fh:
         fh.write("{")
+
+
+def _onnx_fixtures(d: str) -> None:
+    """ONNX files a user could bring that cannot be tuned: bytes that are no ONNX model, an input without a static
+    shape, an operator TVM's ONNX front end does not convert (a custom domain's)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "garbage.onnx"), "wb") as fh:
+        fh.write(b"\x08\x07 this is not an ONNX protobuf")
+
+    def save(name: str, node, shape) -> None:
+        graph = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+        opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+        onnx.save(helper.make_model(graph, opset_imports=opsets), os.path.join(d, name))
+
+    save("dynamic.onnx", helper.make_node("Relu", ["x"], ["y"]), ["N", 4])
+    save("custom_op.onnx", helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example"), [2, 4])
 
 
 class _Payload:
@@ -197,6 +218,13 @@ def cases() -> list[Case]:
         Case("tune: .pt2 garbage", "autotune.tune", ("--model", "{f}/pt2/garbage.pt2", "--work-dir", "{f}/wd-pt2"),
              "cannot load", tvm=True),
         Case("tune: unknown zoo model", "autotune.tune", ("--model", "resnet999"), "resnet999", tvm=True),
+        Case("tune: .onnx missing", "autotune.tune", ("--model", "{f}/onnx/nope.onnx"), "no such file", tvm=True),
+        Case("tune: .onnx garbage", "autotune.tune", ("--model", "{f}/onnx/garbage.onnx", "--work-dir", "{f}/wd-onnx"),
+             "not a valid ONNX model", tvm=True),
+        Case("tune: .onnx with a dynamic input", "autotune.tune",
+             ("--model", "{f}/onnx/dynamic.onnx", "--work-dir", "{f}/wd-onnx"), "static shape", tvm=True),
+        Case("tune: .onnx with an operator TVM does not convert", "autotune.tune",
+             ("--model", "{f}/onnx/custom_op.onnx", "--work-dir", "{f}/wd-onnx"), "cannot convert", tvm=True),
         Case("tune: malformed target", "autotune.tune", ("--model", "tiny", "--target", "{kind: llvm"), "target",
              tvm=True),
         Case("tune: work dir is a file", "autotune.tune", ("--model", "tiny", "--work-dir", "{f}/afile.txt"),

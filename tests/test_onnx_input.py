@@ -1,0 +1,41 @@
+"""``--model model.onnx``: an ONNX file goes through TVM's Relax ONNX front end into the same bind / layout / fuse
+flow as a torch model, and its numerics and speed are read against ONNX Runtime (issue 50 item 5)."""
+
+import json
+import os
+
+import pytest
+
+pytestmark = pytest.mark.tvm
+
+
+def _export(tmp_path, name: str) -> str:
+    import torch
+
+    from autotune.zoo import get_model
+
+    model, inputs = get_model(name)
+    path = str(tmp_path / f"{name}.onnx")
+    torch.onnx.export(model, tuple(inputs), path, dynamo=True, optimize=True, verbose=False)
+    return path
+
+
+# the CNN (convolutions through the ONNX front end) with the slow cases: make test keeps the MLP
+@pytest.mark.parametrize("name", ["tiny_mlp", pytest.param("tiny", marks=pytest.mark.slow)])
+def test_tune_an_onnx_model_checked_against_onnxruntime(cli, tmp_path, name):
+    path = _export(tmp_path, name)
+    wd = str(tmp_path / "wd")
+    res = cli("autotune.tune", "--model", path, "--trials", "4", "--work-dir", wd, "--bench-rounds", "1",
+              "--skip-untuned")
+    assert res.returncode == 0, res.stderr[-3000:]
+    with open(os.path.join(wd, "report.json")) as f:
+        report = json.load(f)
+    assert report["model"] == name and report["trials"]["in_database"] >= 1
+    assert report["numerics"]["max_abs_error"] < 1e-4  # the tuned model against ONNX Runtime on the same inputs
+    assert report["latency_ms"]["onnxruntime"] > 0 and "torch_eager" not in report["latency_ms"]
+    assert report["speedup"]["tuned_vs_onnxruntime"] > 0
+    assert os.path.exists(os.path.join(wd, f"{name}.so"))
+    # resumable like any model: the same file and work dir
+    again = cli("autotune.tune", "--model", path, "--trials", "4", "--work-dir", wd, "--bench-rounds", "1",
+                "--skip-untuned")
+    assert again.returncode == 0, again.stderr[-3000:]
