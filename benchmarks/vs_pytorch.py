@@ -286,7 +286,7 @@ def _roofline_line(roof: dict | None) -> str:
 
 
 def markdown(results: dict) -> str:
-    lines = ["# Tuned TVM models against PyTorch (this CPU, batch 1)", "",
+    lines = ["# Tuned TVM models against the peers a CPU user would pick (this CPU, batch 1)", "",
              f"Command: `{results['command']}`; host {results['host']}; {results['versions']}.", "",
              _roofline_line(results.get("roofline")), "",
              "| model | work dir (arm, trials, layout rewrite, conv layout) | TVM tuned (ms) | torch eager (ms) | torch.compile (ms) | "

@@ -38,6 +38,7 @@ SUMMARY = (
     ("the default at 32 trials per task vs same-layout stock at 128 (4x our budget)",
      "auto+lr+nhwc+first4", "stock-ms+lr+nhwc+iter8+x4"),
 )
+V2_BASELINE = "stock-ms+lr+nhwc+iter8"  # same-layout stock: what every learning claim is read against
 # protocol v2's arms: the chain, stock at 4x the budget (seed 0)
 V2_ARMS = tuple(a for _, a in CHAIN) + ("stock-ms+lr+nhwc+iter8+x4",)
 

@@ -62,7 +62,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
-from attribution import CHAIN, V2_ARMS, attribution  # noqa: E402  (beside this file)
+from attribution import CHAIN, V2_ARMS, V2_BASELINE, attribution  # noqa: E402  (beside this file)
 from attribution import markdown_lines as attribution_lines  # noqa: E402
 from snapshots import FRACTIONS_V2, MIN_SITTINGS, combine_sittings  # noqa: E402
 
@@ -590,13 +590,21 @@ def grid_header(runs: list[dict]) -> str:
     return " / ".join("full budget" if f >= 1 else f"1/{round(1 / f)}" for f in fracs)
 
 
+def main_baseline(runs: list[dict]) -> str:
+    """The stock arm the main table reads every arm against: v1's ``stock-ms`` where it ran, else protocol v2's
+    same-layout stock (the baseline of every learning claim)."""
+    arms = {r["arm"] for r in runs if "failed" not in r}
+    return "stock-ms" if "stock-ms" in arms or V2_BASELINE not in arms else V2_BASELINE
+
+
 def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = None) -> str:
     fmt = lambda v, f="{:.2f}x": "-" if v is None else f.format(v)  # noqa: E731
+    base = meta.get("baseline", "stock-ms")
     lines = [f"# Tuning efficiency at a real budget on {meta.get('hardware_id', 'this machine')} (measured compiled latency)", "",
              f"Command: `{meta['command']}`; {meta['trials_per_task']} trials per task as one global budget; load at start "
              f"{meta['loadavg_start']}, end {meta['loadavg_end']}.", "",
              "| model | arm | cost model used | seeds | compiled latency at " + grid_header(runs) + " (ms, seed "
-             "mean) | tuning wall s | final / stock's | trials speedup vs stock (per seed) | time speedup vs stock |",
+             f"mean) | tuning wall s | final / {base}'s | trials speedup vs {base} (per seed) | time speedup vs {base} |",
              "|---|---|---|---|---|---|---|---|---|"]
     for model, arms in summary.items():
         for arm, r in arms.items():
@@ -609,7 +617,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
             lines.append(f"| {model} | {arm} | {used} | {r['seeds']} | {grid} | {r['wall_s']:.0f} | "
                          f"{fmt(r['final_ratio_vs_stock'], '{:.3f}')} | {fmt(r['speedup_trials_vs_stock'])} ({per or '-'}) | "
                          f"{fmt(r['speedup_time_vs_stock'])} |")
-    lines += done_when_lines(summary)
+    lines += done_when_lines(summary, base)
     if any("latency_ms_median_rule" in s for r in runs if "failed" not in r for s in r["snapshots"]):
         lines += done_when_lines(summarize(median_rule_view(runs)), title=(
             "Secondary view, the rule until 2026-12-05: the same targets with each sitting read as the median of "
@@ -737,10 +745,12 @@ def main(argv=None) -> int:
     have = {(r["model"], r["arm"], r["seed"]) for r in runs if "failed" not in r}
     meta["missing"] = [f"{m} {a} seed {k}" for k in seed_list(args.seeds)
                        for m in args.models.split(",") for a in args.arms.split(",") if (m, a, k) not in have]
-    summary = summarize(runs)
+    base = main_baseline(runs)
+    meta["baseline"] = base
+    summary = summarize(runs, baseline=base)
     # the fair baselines: stock MetaSchedule run with an arm's layouts (stock-ms+lr, stock-ms+lr+nhwc, ...)
     fair = {b: summarize(runs, baseline=b) for b in sorted({r["arm"] for r in runs if "failed" not in r})
-            if b != "stock-ms" and parse_arm(b)[0] == "stock-ms"}
+            if b != base and parse_arm(b)[0] == "stock-ms"}
     out = os.path.join(args.out, args.hardware)
     os.makedirs(out, exist_ok=True)
     if any("failed" not in r for r in runs):
