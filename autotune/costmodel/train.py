@@ -508,7 +508,7 @@ def folds_lines(result: dict) -> list[str]:
     folds = result.get("folds")
     if not folds:
         return ["", "## Fold rotation", "", "Not run on this dataset (`python -m autotune.costmodel.folds --dataset "
-                f"{result['dataset']}`)."]
+                f"{result.get('dataset', 'DATASET')}`)."]
     from .folds import table_lines
 
     return ["", "## Fold rotation: every network held out once (`folds.json`)", "",
