@@ -10,17 +10,6 @@ import os
 import tempfile
 import time
 
-import numpy as np
-
-
-def _flat(out) -> list[np.ndarray]:
-    if isinstance(out, (list, tuple)):
-        return [a for x in out for a in _flat(x)]
-    return [np.asarray(out.detach().numpy() if hasattr(out, "detach") else out)]
-
-
-def max_err(out, ref) -> float:
-    return float(max(np.abs(a.astype(np.float64) - b.astype(np.float64)).max() for a, b in zip(_flat(out), _flat(ref))))
 
 
 def frozen_compile(eager, inputs) -> tuple:
