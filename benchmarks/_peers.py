@@ -11,7 +11,6 @@ import tempfile
 import time
 
 
-
 def frozen_compile(eager, inputs) -> tuple:
     """Inductor with ``freezing`` (weights folded as constants, what PyTorch recommends for CPU inference) and,
     for a model with 4-D inputs (the CNNs), module and inputs in channels_last. Returns (run, output, build s)."""
