@@ -1,6 +1,7 @@
 """``python -m autotune.env``: what this machine is to autotune (for bug reports and scripts).
 
-Prints the versions, the host CPU as TVM sees it, the hardware id that datasets and pretrained models
+Prints the versions, the host CPU as TVM sees it, the CPU descriptor cost models read (``autotune.hardware``),
+the hardware id that datasets and pretrained models
 are filed under (``cpu-<mcpu>-<cores>c``), and which shipped datasets and models match it.
 ``--hardware-id`` prints only the id (the Makefile's default collection folder uses it).
 """
@@ -41,7 +42,11 @@ def main(argv=None) -> int:
         if args.hardware_id:
             print(hw)
             return 0
-        info = {"hardware_id": hw, "target": target_json(target), "host": detect_host().as_json(),
+        from autotune.hardware import describe
+
+        host = detect_host().as_json()
+        info = {"hardware_id": hw, "target": target_json(target), "host": host,
+                "descriptor": describe({"target": target_json(target), "host": host}),
                 "versions": versions(), "shipped": shipped(REPO, hw)}
         print(json.dumps(info, indent=2))
         return 0

@@ -30,11 +30,15 @@ TOP_UPS = 2  # extra searches of one visit when a search ends short of the visit
 
 
 def hardware_fingerprint(target, rpc_key: str | None = None) -> dict:
+    from autotune.hardware import describe
+
     host = detect_host().as_json()
     return {
         "hardware_id": hardware_id(target, rpc_key),
         "target": target_json(target),
         "host": host,
+        # what cost models spanning CPUs read (recomputed from target + host on load; kept here for readers)
+        "descriptor": describe({"target": target_json(target), "host": host}),
         "measured_via": f"rpc:{rpc_key}" if rpc_key else "local",
         "versions": versions(),
         "loadavg_at_start": loadavg(),

@@ -228,6 +228,10 @@ def load_training_data(root: str, min_programs: int = 2, merge: bool = True) -> 
     counts = np.bincount(groups[ok], minlength=len(task_keys))
     ok &= counts[np.maximum(groups, 0)] >= min_programs
     full = ProgramBatch.from_traces(traces, feats, offsets)
+    if manifest.get("hardware", {}).get("target", {}).get("kind") == "llvm":
+        from autotune.hardware import descriptor
+
+        full = full.with_hardware(descriptor(manifest["hardware"]))  # the CPU every label was measured on
     idx = np.nonzero(ok)[0]
     return TrainingData(full.subset(idx), latency[idx], groups[idx], task_keys, tasks, manifest, sampler[idx],
                         copies[idx])

@@ -105,6 +105,7 @@ class ProgramBatch:
     lengths: np.ndarray  # [n] int64
     store_feats: np.ndarray  # [n_stores, 164] float32
     offsets: np.ndarray  # [n + 1] int64
+    hw: np.ndarray | None = None  # [n, D] float32: each program's CPU (``autotune.hardware.descriptor``), if known
     _packsum: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -115,6 +116,8 @@ class ProgramBatch:
             raise ValueError("ProgramBatch: offsets do not match store_feats")
         if self.store_feats.ndim != 2 or self.store_feats.shape[1] != N_STORE_FEATS:
             raise ValueError(f"ProgramBatch: store_feats must be [n_stores, {N_STORE_FEATS}]")
+        if self.hw is not None and (self.hw.ndim != 2 or self.hw.shape[0] != n):
+            raise ValueError("ProgramBatch: hw must be [n, descriptor length], one row per program")
 
     def __len__(self) -> int:
         return int(self.kinds.shape[0])
@@ -143,7 +146,14 @@ class ProgramBatch:
         rows, _ = self.store_rows(idx)
         sizes = self.offsets[idx + 1] - self.offsets[idx]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        return ProgramBatch(self.kinds[idx], self.numeric[idx], self.lengths[idx], rows, offsets)
+        return ProgramBatch(self.kinds[idx], self.numeric[idx], self.lengths[idx], rows, offsets,
+                            None if self.hw is None else self.hw[idx])
+
+    def with_hardware(self, desc: np.ndarray) -> ProgramBatch:
+        """The same programs, each marked as measured on (or predicted for) the CPU ``desc``."""
+        desc = np.asarray(desc, np.float32)
+        return ProgramBatch(self.kinds, self.numeric, self.lengths, self.store_feats, self.offsets,
+                            np.broadcast_to(desc, (len(self), desc.shape[-1])).copy(), self._packsum)
 
     @classmethod
     def from_programs(cls, per_program: list[np.ndarray]) -> ProgramBatch:

@@ -204,6 +204,8 @@ def concat_batches(batches: list[ProgramBatch]) -> ProgramBatch:
         np.concatenate([pad(b.kinds) for b in batches]), np.concatenate([pad(b.numeric) for b in batches]),
         np.concatenate([b.lengths for b in batches]), np.concatenate([b.store_feats for b in batches]),
         np.concatenate(offsets),
+        # a CPU per program only when every part says which: a partly marked batch would mislabel the rest
+        np.concatenate([b.hw for b in batches]) if all(b.hw is not None for b in batches) else None,
     )
 
 

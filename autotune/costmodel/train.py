@@ -329,6 +329,7 @@ def _main(args) -> int:
         card = {
             "kind": kind, "params": model.get_params(), "dataset": portable_path(args.dataset),
             "dataset_manifest_sha256": manifest_hash, "hardware": data.manifest["hardware"],
+            "hardware_descriptor": _descriptor_of(data.manifest["hardware"]),
             "git_commit": git_commit(), "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seeds": fits["seeds"], "saved_seed": fits["seeds"][0],
             "train": {"programs": len(train), "tasks": len(train_keys), "fit_seconds": fits["fit_seconds"][0]},
@@ -475,6 +476,13 @@ def paired_table(rows: list[dict]) -> list[dict]:
 def folder_bytes(path: str) -> int:
     """Bytes of every file under ``path`` (``du``'s apparent size)."""
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+
+
+def _descriptor_of(hardware: dict) -> dict | None:
+    """The CPU descriptor a card records (``autotune.hardware.describe``); None for a GPU dataset."""
+    from autotune.hardware import describe
+
+    return describe(hardware) if hardware.get("target", {}).get("kind") == "llvm" else None
 
 
 def manifest_sha256(manifest: dict) -> str:

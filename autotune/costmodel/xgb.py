@@ -50,8 +50,33 @@ class XGBCostModel(_XGBBase):
 
     def __init__(self, objective: str = "rank:pairwise", n_estimators: int = 300, max_depth: int = 8,
                  learning_rate: float = 0.1, min_child_weight: float = 1.0, subsample: float = 0.9,
-                 colsample_bytree: float = 0.9, reg_lambda: float = 1.0, nthread: int = 2, seed: int = 0):
+                 colsample_bytree: float = 0.9, reg_lambda: float = 1.0, nthread: int = 2, seed: int = 0,
+                 hardware_features: bool = False, hardware: list | None = None):
+        """``hardware_features``: read, besides the pack-summed store rows, how each program meets its CPU
+        (``autotune.hardware.program_features``: roofline terms, vector and parallel extents against lanes and
+        cores, working set against caches, the CPU's descriptor), so one model can learn from several CPUs and
+        rank for one it has not seen. The CPU is the batch's (``ProgramBatch.hw``) or else ``hardware``: the
+        descriptor of the machine the model predicts for (``set_hardware``)."""
         self._store_params(locals())
+
+    def set_hardware(self, desc) -> XGBCostModel:
+        """The CPU to predict for when a batch does not say (the search's own batches never do)."""
+        self.hardware = None if desc is None else [float(v) for v in np.asarray(desc).ravel()]
+        return self
+
+    def features(self, X: ProgramBatch) -> np.ndarray:
+        """What the trees read: [n, 164] pack-sums, plus the hardware columns with ``hardware_features``."""
+        feats = X.packsum()
+        if not self.hardware_features:
+            return feats
+        from autotune.hardware import program_features
+
+        desc = X.hw if X.hw is not None else self.hardware
+        if desc is None:
+            raise ValueError("xgb with hardware_features: the batch carries no CPU descriptor and the model "
+                             "has none set (set_hardware)")
+        return np.concatenate([feats, program_features(X.store_feats, X.offsets, np.asarray(desc, np.float32))],
+                              axis=1)
 
     def _params(self) -> dict:
         params = {
@@ -68,7 +93,7 @@ class XGBCostModel(_XGBBase):
         self.booster_ = xgb.train(self._params(), self._dmatrix(X, y, groups), num_boost_round=self.n_estimators)
 
     def _dmatrix(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray) -> xgb.DMatrix:
-        feats = X.packsum()
+        feats = self.features(X)
         if not self.objective.startswith("rank:"):
             return xgb.DMatrix(feats, label=y)
         order, counts = _sorted_by_group(groups)
@@ -83,7 +108,7 @@ class XGBCostModel(_XGBBase):
 
     def _predict(self, X: ProgramBatch):
         # inplace_predict reads the array as is (no DMatrix copy); the same scores, bit for bit
-        score = self.booster_.inplace_predict(X.packsum())
+        score = self.booster_.inplace_predict(self.features(X))
         return score, np.zeros_like(score)
 
 

@@ -27,6 +27,7 @@ class HostInfo:
     cores: int
     flags: tuple[str, ...]
     machine: str
+    caches: dict | None = None  # L1d/L2/L3 KiB and line size from sysfs (``autotune.hardware.host_caches``)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -60,6 +61,8 @@ def host_cores() -> int:
 
 
 def detect_host() -> HostInfo:
+    from autotune.hardware import host_caches
+
     fast_start("llvm")
     from tvm.target import codegen
 
@@ -71,6 +74,7 @@ def detect_host() -> HostInfo:
         cores=host_cores(),
         flags=flags,
         machine=platform.machine(),
+        caches=host_caches(),
     )
 
 
