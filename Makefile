@@ -14,7 +14,7 @@ PROGRAMS ?= 100
 
 .PHONY: setup tune test test-slow test-fast lint bench clean-venv collect gpu-bundle features train-costmodel experiments-costmodel tune-costmodel-hparams \
 	experiments-tuning-efficiency experiments-tuning-efficiency-quick experiments-online-update collect-transfer \
-	transfer-costmodel experiments-transfer experiments-transfer-quick \
+	transfer-costmodel experiments-transfer experiments-transfer-quick experiments-loho calibrate \
 	experiments-active-learning experiments-active-learning-quick experiments-active-learning-real
 
 setup: $(VENV_STAMP)
@@ -173,6 +173,18 @@ experiments-transfer: setup
 
 experiments-transfer-quick: setup
 	$(PY) experiments/transfer/run.py --quick
+	$(PY) experiments/transfer/loho.py --quick --kind xgb
+	$(PY) experiments/transfer/loho.py --quick --kind ms-mlp
+
+# One cost model over every CPU set, each CPU held out in turn (issue 48): needs every set's feature cache
+experiments-loho: setup
+	for d in datasets/cpu-*; do $(PY) -m autotune.collection.features $$d || exit 1; done
+	$(PY) experiments/transfer/loho.py --kind xgb
+	$(PY) experiments/transfer/loho.py --kind ms-mlp --seeds 0
+
+# A cost model for this CPU from ~10 minutes of measurements (when it has none); make tune then uses it
+calibrate: setup
+	$(PY) -m autotune.calibrate --target $(TARGET)
 
 clean-venv:
 	rm -rf .venv

@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", default=None, help="where the database, logs and report go (default runs/<model>)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", default="auto", help=cost_model_help())
+    p.add_argument("--calibrate", action="store_true",
+                   help="on a CPU without its own cost model, first measure ~10 minutes of programs and adapt one "
+                        "(python -m autotune.calibrate); then --cost-model auto uses it")
     p.add_argument("--strategy", default="evolutionary",
                    help="search strategy: " + "; ".join(f"{k}: {c.help}" for k, c in SEARCH_KINDS.items()))
     p.add_argument("--population", type=int, default=None,
@@ -125,7 +128,7 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
         online_update=args.online_update, search=search, batch_size=args.batch_size,
         input_shape=_parse_shape(args.input_shape), num_cores=args.num_cores, time_untuned=not args.skip_untuned,
         bench_rounds=args.bench_rounds, rpc=RPCAddress.parse(args.rpc_tracker, args.rpc_key), verbose=args.verbose,
-        layout_rewrite=args.layout_rewrite, conv_layout=args.conv_layout,
+        layout_rewrite=args.layout_rewrite, conv_layout=args.conv_layout, calibrate=args.calibrate,
     )
 
 
@@ -192,6 +195,8 @@ def _main(config: TuneConfig) -> int:
 
     target = parse_target(config.target, num_cores=config.num_cores)
     use_target_threads(target)  # before any TVM thread pool or measuring worker starts
+    if config.calibrate:
+        _calibrate_first(target)
     cost_model = resolve(config.cost_model, target, path=config.cost_model_path, online=config.online_update,
                          uses_cost_model=config.search.uses_cost_model)
     from autotune.tvmrt.measure import Measurer
@@ -202,6 +207,22 @@ def _main(config: TuneConfig) -> int:
         return _tune(config, target, measurer, cost_model)
     finally:
         measurer.close()
+
+
+def _calibrate_first(target) -> None:
+    """``--calibrate``: this CPU's model first, when it has none (a GPU target has nothing to calibrate)."""
+    from autotune.tuning.costmodels import find_pretrained
+    from autotune.tvmrt.target import hardware_id, target_json
+
+    if target.kind.name != "llvm":
+        logger.warning("--calibrate: only CPU (llvm) targets are calibrated; tuning without")
+        return
+    if find_pretrained("xgb", hardware_id(target)) is not None:
+        logger.info("--calibrate: %s has its cost model already", hardware_id(target))
+        return
+    from autotune import calibrate
+
+    calibrate.main(["--target", json.dumps(target_json(target))])
 
 
 def _tune(config: TuneConfig, target, measurer, cost_model) -> int:

@@ -132,3 +132,24 @@ def test_xgb_with_hardware_features_pools_cpus_and_round_trips(slices, tmp_path)
     assert np.allclose(loaded.predict(bare), model.predict(bare))
     # a batch with one part unmarked carries no CPU at all rather than a wrong one
     assert concat_batches([zen3.batch.subset(np.arange(3)), bare]).hw is None
+
+
+def test_mlp_with_hardware_features_injects_the_cpu_per_store(slices, tmp_path):
+    from autotune.costmodel.mlp import TensetMLPCostModel
+    from autotune.costmodel.online import concat_batches
+
+    zen3, v2 = slices
+    both = concat_batches([zen3.batch, v2.batch])
+    y = np.concatenate([zen3.y, v2.y])
+    groups = np.concatenate([zen3.groups, v2.groups + len(zen3.task_keys)])
+    model = TensetMLPCostModel(hidden_dim=32, epochs=2, num_threads=1, hardware_features=True).fit(both, y, groups)
+    plain = v2.batch.subset(np.arange(40))
+    bare = type(plain)(plain.kinds, plain.numeric, plain.lengths, plain.store_feats, plain.offsets)
+    with pytest.raises(ValueError, match="no CPU descriptor"):
+        model.predict(bare)
+    model.set_hardware(v2.batch.hw[0])
+    assert np.allclose(model.predict(bare), model.predict(plain), atol=1e-5)
+    assert not np.allclose(model.predict(plain), model.predict(plain.with_hardware(zen3.batch.hw[0])))
+    model.save(str(tmp_path / "mlp"))
+    loaded = TensetMLPCostModel.load(str(tmp_path / "mlp"))
+    assert np.allclose(loaded.predict(bare), model.predict(bare), atol=1e-5)

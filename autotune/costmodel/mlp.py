@@ -18,15 +18,15 @@ from .inputs import N_STORE_FEATS, ProgramBatch
 
 
 class SegmentSumMLP(nn.Module):
-    def __init__(self, hidden_dim: int) -> None:
+    def __init__(self, hidden_dim: int, in_dim: int = N_STORE_FEATS) -> None:
         super().__init__()
         self.encoder = nn.Sequential(
-            nn.Linear(N_STORE_FEATS, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim), nn.ReLU()
+            nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim), nn.ReLU()
         )
         self.layer0 = nn.Sequential(nn.Linear(hidden_dim, hidden_dim), nn.ReLU())
         self.layer1 = nn.Sequential(nn.Linear(hidden_dim, hidden_dim), nn.ReLU())
         self.decoder = nn.Linear(hidden_dim, 1)
-        self.register_buffer("feat_scale", torch.ones(N_STORE_FEATS))  # 1 / column max (training rows)
+        self.register_buffer("feat_scale", torch.ones(in_dim))  # 1 / column max (training rows)
 
     def forward(self, rows: torch.Tensor, segment: torch.Tensor, n: int) -> torch.Tensor:
         encoded = self.encoder(rows * self.feat_scale)
@@ -46,23 +46,52 @@ class TensetMLPCostModel(TorchRankerModel):
         self,
         *,
         hidden_dim: int = 256,
+        hardware_features: bool = False,
+        hardware: list | None = None,
         **training,
     ) -> None:
         """``training``: TorchRankerModel's keywords; MetaSchedule's MLP trains longer, slower and with
-        less weight decay than its defaults (epochs 50, lr 7e-4, weight_decay 1e-6, grad_clip 0.5)."""
+        less weight decay than its defaults (epochs 50, lr 7e-4, weight_decay 1e-6, grad_clip 0.5).
+        ``hardware_features``: every store row also carries how it meets its program's CPU
+        (``autotune.hardware.interaction_features``) and that CPU's descriptor, injected per store before the
+        segment sum (where TenSet puts its target id), so one model learns from several CPUs; the CPU is the
+        batch's (``ProgramBatch.hw``) or else ``hardware`` (``set_hardware``: the machine it predicts for)."""
         super().__init__(**{"epochs": 50, "lr": 7e-4, "weight_decay": 1e-6, "grad_clip": 0.5, **training})
         self._store_params(locals())
 
+    def set_hardware(self, desc) -> TensetMLPCostModel:
+        """The CPU to predict for when a batch does not say (the search's own batches never do)."""
+        self.hardware = None if desc is None else [float(v) for v in np.asarray(desc).ravel()]
+        return self
+
     def _build(self) -> SegmentSumMLP:
-        return SegmentSumMLP(self.hidden_dim)
+        from autotune.hardware import DESCRIPTOR_FIELDS, INTERACTION_FIELDS
+
+        extra = len(INTERACTION_FIELDS) + len(DESCRIPTOR_FIELDS) if self.hardware_features else 0
+        return SegmentSumMLP(self.hidden_dim, N_STORE_FEATS + extra)
+
+    def _rows(self, X: ProgramBatch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows, segment = X.store_rows(idx)
+        if not self.hardware_features:
+            return rows, segment
+        from autotune.hardware import interaction_features
+
+        if X.hw is not None:
+            desc = X.hw[idx][segment]
+        elif self.hardware is not None:
+            desc = np.broadcast_to(np.asarray(self.hardware, np.float32), (len(rows), len(self.hardware)))
+        else:
+            raise ValueError("ms-mlp with hardware_features: the batch carries no CPU descriptor and the model "
+                             "has none set (set_hardware)")
+        return np.concatenate([rows, interaction_features(rows, desc), desc], axis=1).astype(np.float32), segment
 
     def _fit_stats(self, net: SegmentSumMLP, X: ProgramBatch, idx: np.ndarray) -> None:
-        rows = X.store_rows(idx)[0]
+        rows = self._rows(X, idx)[0]
         if len(rows):
             top = np.abs(rows).max(0)
             with torch.no_grad():
                 net.feat_scale.copy_(torch.as_tensor(1.0 / np.where(top > 0, top, 1.0)))
 
     def _inputs(self, X: ProgramBatch, idx: np.ndarray, device: torch.device) -> tuple:
-        rows, segment = X.store_rows(idx)
+        rows, segment = self._rows(X, idx)
         return torch.as_tensor(rows, device=device), torch.as_tensor(segment, device=device), len(idx)

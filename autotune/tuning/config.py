@@ -169,6 +169,7 @@ class TuneConfig:
     verbose: bool = False
     layout_rewrite: str = "auto"  # auto | on | off: weights packed into the layouts tuned programs choose
     conv_layout: str = "auto"  # auto | nchw | nhwc: the layout 2-D convolutions are converted to and tuned in
+    calibrate: bool = False  # a CPU without its own cost model gets one first (``autotune.calibrate``)
 
     def __post_init__(self) -> None:
         from autotune.costmodel.online import ONLINE_UPDATES

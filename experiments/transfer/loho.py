@@ -58,7 +58,8 @@ from autotune.errors import UserError  # noqa: E402
 DATASETS = "datasets/cpu-znver3-2c,datasets/cpu-znver4-2c,datasets/cpu-rocketlake-2c,datasets/cpu-x86-64-v2-1c"
 QUICK_DATASETS = "experiments/transfer/data/cpu-znver3-2c,experiments/transfer/data/cpu-x86-64-v2-1c"
 FRACTIONS = "0.01,0.05,0.1"
-FINETUNE_ROUNDS = 60
+KINDS = ("xgb", "ms-mlp")
+FINETUNE_STEPS = {"xgb": 60, "ms-mlp": 150}  # boosting rounds / optimizer steps on the target's programs
 RESIDUAL = {"max_depth": 4, "eta": 0.1, "rounds": 80, "min_child_weight": 1.0}
 
 
@@ -68,7 +69,8 @@ def main(argv=None) -> int:
                                                          "(default: %(default)s)")
     ap.add_argument("--seeds", default="0,1,2", help="few-shot draws and fit seeds (default: %(default)s)")
     ap.add_argument("--fractions", default=FRACTIONS, help="shares of the target measured (default: %(default)s)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "loho"), help="results folder")
+    ap.add_argument("--kind", default="xgb", choices=KINDS, help="model family (default: %(default)s)")
+    ap.add_argument("--out", default=None, help="results folder (default: results/loho/<kind>)")
     ap.add_argument("--quick", action="store_true", help="the committed two-CPU slices, small fits (CI smoke)")
     ap.add_argument("--summarize-only", action="store_true", help="no fits: the tables from runs.jsonl")
     args = ap.parse_args(argv)
@@ -136,18 +138,18 @@ def pooled(parts: list):
 
 # ---- models ----
 
-def xgb_params(quick: bool) -> dict:
+def kind_params(kind: str, quick: bool) -> dict:
     from autotune.costmodel.train import params_for
 
-    params = params_for("xgb", quick=quick)
-    params["nthread"] = 2
+    params = params_for(kind, quick=quick)
+    params["nthread" if kind == "xgb" else "num_threads"] = 2
     return params
 
 
-def fit_xgb(params: dict, batch, y, groups, seed: int, hardware: bool):
-    from autotune.costmodel.xgb import XGBCostModel
+def fit_kind(kind: str, params: dict, batch, y, groups, seed: int, hardware: bool):
+    from autotune.costmodel import create
 
-    return XGBCostModel(**{**params, "seed": seed, "hardware_features": hardware}).fit(batch, y, groups)
+    return create(kind, **{**params, "seed": seed, "hardware_features": hardware}).fit(batch, y, groups)
 
 
 class ResidualRanker:
@@ -202,13 +204,14 @@ def _main(args) -> int:
     if any(not 0 < f < 1 for f in fractions):
         raise UserError(f"--fractions: {args.fractions!r}; accepted: comma-separated shares in (0, 1)")
     seeds = seed_list(args.seeds)
-    os.makedirs(args.out, exist_ok=True)
-    runs_path = os.path.join(args.out, "runs.jsonl")
+    out = args.out or os.path.join(HERE, "results", "loho" + ("_quick" if args.quick else ""), args.kind)
+    os.makedirs(out, exist_ok=True)
+    runs_path = os.path.join(out, "runs.jsonl")
     if not args.summarize_only:
         setup_logging()
         paths = comma_list(QUICK_DATASETS if args.quick and args.datasets == DATASETS else args.datasets)
-        run_all(load_cpus(paths), fractions, seeds[:1] if args.quick else seeds, runs_path, args.quick)
-    return summarize(runs_path, args.out)
+        run_all(args.kind, load_cpus(paths), fractions, seeds[:1] if args.quick else seeds, runs_path, args.quick)
+    return summarize(runs_path, out, args.kind)
 
 
 def _done(path: str) -> dict:
@@ -222,12 +225,13 @@ def _done(path: str) -> dict:
     return out
 
 
-def run_all(cpus: dict, fractions: list[float], seeds: list[int], runs_path: str, quick: bool) -> None:
+def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], runs_path: str, quick: bool) -> None:
     from autotune.costmodel.transfer.base import sample_fraction
 
     done = _done(runs_path)
     excluded, test_models, val_models = split_keys(cpus)
-    params = xgb_params(quick)
+    params = kind_params(kind, quick)
+    steps = 10 if quick else FINETUNE_STEPS[kind]
     train = {hw: training_part(d, excluded) for hw, d in cpus.items()}
     own: dict = {}  # hw -> seed -> its own model (seed 0 only: the sources' models are fixed references)
 
@@ -246,7 +250,7 @@ def run_all(cpus: dict, fractions: list[float], seeds: list[int], runs_path: str
     def own_model(hw: str):
         if hw not in own:
             t = train[hw]
-            own[hw] = fit_xgb(params, t.batch, t.y, t.groups, 0, hardware=False)
+            own[hw] = fit_kind(kind, params, t.batch, t.y, t.groups, 0, hardware=False)
         return own[hw]
 
     for target in cpus:
@@ -263,14 +267,15 @@ def run_all(cpus: dict, fractions: list[float], seeds: list[int], runs_path: str
                 record(key, target, f"single:{src}", 0.0, 0, own_model(src), len(train[src]), started,
                        nearest=src == nearest)
         bases = {"nearest": None, "pooled": None, "pooled-hw": None}
+        methods = ("finetune", "residual") if kind == "xgb" else ("finetune",)
         batch, y, groups = pooled([train[s] for s in sources])
         for arm, hw_feats in (("pooled", False), ("pooled-hw", True)):
             key = f"{target}|{arm}"
             needed = key not in done or any(f"{target}|{m}:{arm}|{f}|{s}" not in done
-                                            for m in ("finetune", "residual") for f in fractions for s in seeds)
+                                            for m in methods for f in fractions for s in seeds)
             if needed:
                 started = time.time()
-                bases[arm] = fit_xgb(params, batch, y, groups, 0, hardware=hw_feats)
+                bases[arm] = fit_kind(kind, params, batch, y, groups, 0, hardware=hw_feats)
                 if key not in done:
                     record(key, target, arm, 0.0, 0, bases[arm], len(y), started, sources=sources)
         bases["nearest"] = own_model(nearest)
@@ -284,17 +289,18 @@ def run_all(cpus: dict, fractions: list[float], seeds: list[int], runs_path: str
                 if key not in done:
                     started = time.time()
                     record(key, target, "target-only", fraction, seed,
-                           fit_xgb(params, part.batch, part.y, part.groups, seed, hardware=False), len(part), started)
+                           fit_kind(kind, params, part.batch, part.y, part.groups, seed, hardware=False), len(part),
+                           started)
                 for name, base in bases.items():
                     if base is None:
                         continue
                     key = f"{target}|finetune:{name}|{fraction}|{seed}"
                     if key not in done:
                         started = time.time()
-                        model = base.fine_tune(part.batch, part.y, part.groups, steps=10 if quick else FINETUNE_ROUNDS)
+                        model = base.fine_tune(part.batch, part.y, part.groups, steps=steps)
                         record(key, target, f"finetune:{name}", fraction, seed, model, len(part), started)
                     key = f"{target}|residual:{name}|{fraction}|{seed}"
-                    if key not in done:
+                    if "residual" in methods and key not in done:
                         started = time.time()
                         model = ResidualRanker(base, part.batch, part.y, part.groups, seed, quick)
                         record(key, target, f"residual:{name}", fraction, seed, model, len(part), started)
@@ -306,7 +312,7 @@ def _mean(scores: dict, metric: str = "top1") -> float:
 
 # ---- tables ----
 
-def summarize(runs_path: str, out: str) -> int:
+def summarize(runs_path: str, out: str, kind: str = "xgb") -> int:
     rows = list(_done(runs_path).values())
     if not rows:
         raise UserError(f"{runs_path}: no runs yet; run without --summarize-only first")
@@ -340,13 +346,13 @@ def summarize(runs_path: str, out: str) -> int:
         return f"{mean:.3f}" + (f" ± {sd:.3f}" if sd is not None else "") + (f" ({n})" if n > 1 else "")
 
     table = {}
-    lines = ["# Leave-one-hardware-out: one XGBoost cost model over CPUs, scored on the CPU left out", "",
+    lines = [f"# Leave-one-hardware-out: one `{kind}` cost model over CPUs, scored on the CPU left out", "",
              "Generated by `python experiments/transfer/loho.py` from `runs.jsonl` (one line per fit). Top-1 = TenSet "
              "top-1 on the held-out CPU's own labels, mean over the test networks (resnet50, mobilenet_v2, bert_base); "
              "`val` = the same over the validation networks (resnet18, mobilenet_v3_small, gpt2), which every choice "
              "reads. No task of either is trained on, on any CPU. Few-shot cells: mean ± sd over seeds (draws of the "
              "measured programs), n in brackets. `best-single` is chosen on the test networks (an oracle baseline).",
-             "", f"Machines: {sorted({r['host'] for r in rows})}; loads {_load_range(rows)}; commits "
+             "", f"Command: `python experiments/transfer/loho.py --kind {kind}`. Machines: {sorted({r['host'] for r in rows})}; loads {_load_range(rows)}; commits "
              f"{sorted({(r.get('commit') or '')[:10] for r in rows})}.", ""]
     for target in targets:
         lines += [f"## held out: {target}", "", "| arm | " + " | ".join(["zero-shot / full"] +
