@@ -153,3 +153,18 @@ def test_mlp_with_hardware_features_injects_the_cpu_per_store(slices, tmp_path):
     model.save(str(tmp_path / "mlp"))
     loaded = TensetMLPCostModel.load(str(tmp_path / "mlp"))
     assert np.allclose(loaded.predict(bare), model.predict(bare), atol=1e-5)
+
+
+def test_pooled_model_card_names_every_dataset(tmp_path):
+    from autotune.costmodel import load
+    from autotune.costmodel.pooled import train_pooled
+    from autotune.costmodel.train import manifest_sha256
+
+    out = str(tmp_path / "pooled" / "xgb")
+    assert train_pooled(SLICES, "xgb", out) == 0
+    card = json.load(open(os.path.join(out, "card.json"), encoding="utf-8"))
+    for entry, path in zip(card["datasets"], SLICES):
+        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+            assert entry["dataset_manifest_sha256"] == manifest_sha256(json.load(f))
+    assert {e["hardware_id"] for e in card["datasets"]} == {"cpu-znver3-2c", "cpu-x86-64-v2-1c"}
+    assert load(out).hardware_features

@@ -124,18 +124,6 @@ def training_part(data, excluded: set):
     return data.select_tasks([k for k in data.task_keys if k not in excluded])
 
 
-def pooled(parts: list):
-    """(batch, y, groups) of several CPUs' training parts: labels normalised within each (CPU, task)."""
-    from autotune.costmodel.online import concat_batches
-
-    ys, groups, base = [], [], 0
-    for part in parts:
-        ys.append(part.y)
-        groups.append(part.groups + base)
-        base += len(part.task_keys)
-    return concat_batches([p.batch for p in parts]), np.concatenate(ys), np.concatenate(groups)
-
-
 # ---- models ----
 
 def kind_params(kind: str, quick: bool) -> dict:
@@ -226,6 +214,7 @@ def _done(path: str) -> dict:
 
 
 def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], runs_path: str, quick: bool) -> None:
+    from autotune.costmodel.pooled import stack
     from autotune.costmodel.transfer.base import sample_fraction
 
     done = _done(runs_path)
@@ -268,7 +257,7 @@ def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], run
                        nearest=src == nearest)
         bases = {"nearest": None, "pooled": None, "pooled-hw": None}
         methods = ("finetune", "residual") if kind == "xgb" else ("finetune",)
-        batch, y, groups = pooled([train[s] for s in sources])
+        batch, y, groups = stack([train[s] for s in sources])  # labels normalised per (CPU, task)
         for arm, hw_feats in (("pooled", False), ("pooled-hw", True)):
             key = f"{target}|{arm}"
             needed = key not in done or any(f"{target}|{m}:{arm}|{f}|{s}" not in done
