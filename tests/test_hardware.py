@@ -155,7 +155,8 @@ def test_mlp_with_hardware_features_injects_the_cpu_per_store(slices, tmp_path):
     assert np.allclose(loaded.predict(bare), model.predict(bare), atol=1e-5)
 
 
-def test_pooled_model_card_names_every_dataset(tmp_path):
+@pytest.mark.tvm
+def test_pooled_model_card_names_every_dataset_and_auto_can_take_it(tmp_path, monkeypatch):
     from autotune.costmodel import load
     from autotune.costmodel.pooled import train_pooled
     from autotune.costmodel.train import manifest_sha256
@@ -168,3 +169,15 @@ def test_pooled_model_card_names_every_dataset(tmp_path):
             assert entry["dataset_manifest_sha256"] == manifest_sha256(json.load(f))
     assert {e["hardware_id"] for e in card["datasets"]} == {"cpu-znver3-2c", "cpu-x86-64-v2-1c"}
     assert load(out).hardware_features
+    # auto on a CPU without its own model, with the pooled model switched on: told this target's descriptor
+    from autotune.tuning import costmodels
+    from autotune.tvmrt.target import parse_target
+
+    monkeypatch.setattr(costmodels, "AUTO_POOLED_KIND", "xgb")
+    target = parse_target('{"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 1}')
+    resolved = costmodels.resolve("auto", target, models_dir=str(tmp_path))
+    assert "one model over cpu-znver3-2c, cpu-x86-64-v2-1c" in resolved.used and resolved.fallback
+    lanes = hw.DESCRIPTOR_FIELDS.index("f32_lanes")
+    assert resolved.model.pretrained.hardware[lanes] == 4.0  # SSE: what the target may use, not the host
+    monkeypatch.setattr(costmodels, "AUTO_POOLED_KIND", None)
+    assert "one model over" not in costmodels.resolve("auto", target, models_dir=str(tmp_path)).used

@@ -103,6 +103,12 @@ AUTO_ORDER = ("xgb", "seq", "ms-mlp")
 # (stop 46) level at 1/8, ahead at 1/4 and at the end (-3.5%), behind at 1/2: ahead on two models of three, but
 # resnet50's deficit outweighs both gains at every snapshot -- one seed each.
 AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
+# On a CPU without its own model, ``auto`` may take the CPU-spanning model (``models/pooled/<kind>``, trained on
+# every CPU set with the hardware descriptor: ``autotune.costmodel.pooled``) told this CPU's descriptor, instead of
+# the nearest hardware's. Off until the leave-one-hardware-out table (experiments/transfer/results/loho/) shows it
+# ahead of the nearest model zero-shot on the validation networks.
+AUTO_POOLED_KIND: str | None = None
+POOLED_DIR = "pooled"
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
 # the shipped models beside the package (an editable install from the repository), whatever the working
@@ -273,6 +279,9 @@ def _auto(name: str, target, models_dir: str, online: str) -> Resolved:
         if path is not None:
             why = f"auto: the first of {', '.join(AUTO_ORDER)} this hardware has a model for"
             return _with_pretrained("auto", path, _own_card(path, here), online, why)
+    pooled = _pooled(target, models_dir, online) if AUTO_POOLED_KIND else None
+    if pooled is not None:
+        return pooled
     nearest = nearest_pretrained(target, models_dir, kinds=AUTO_ORDER_OTHER_HARDWARE)
     if nearest is not None:
         path, card, reason = nearest
@@ -283,6 +292,26 @@ def _auto(name: str, target, models_dir: str, online: str) -> Resolved:
     stock = _stock("ms-xgb", target)
     return Resolved(stock.model, f"MetaSchedule's stock XGBModel, online only ({why})", requested="auto",
                     fallback=why)
+
+
+def _pooled(target, models_dir: str, online: str) -> Resolved | None:
+    """``auto`` on a CPU without its own model: the CPU-spanning model with this CPU's descriptor, or None."""
+    from autotune.hardware import descriptor
+    from autotune.tvmrt.target import detect_host, hardware_id, target_json
+
+    path = find_pretrained(AUTO_POOLED_KIND, POOLED_DIR, models_dir)
+    if path is None or target.kind.name != "llvm":
+        return None
+    with open(os.path.join(path, "card.json"), encoding="utf-8") as f:
+        card = json.load(f)
+    loaded = _load(path)
+    loaded.set_hardware(descriptor({"target": target_json(target), "host": detect_host().as_json()}))
+    cpus = ", ".join(d["hardware_id"] for d in card.get("datasets", []))
+    model = _learned(loaded, online)
+    used = (f"pretrained {AUTO_POOLED_KIND} from {_shown(path)} (one model over {cpus}, told this CPU's descriptor; "
+            f"auto: no model for {hardware_id(target)}), updated online ({model.learner.mode})")
+    return Resolved(model, used, card=read_card(path), requested="auto",
+                    fallback=f"no pretrained model for {hardware_id(target)}; the CPU-spanning model")
 
 
 def _own_card(path: str, here: str) -> dict:
