@@ -31,6 +31,7 @@ sys.path.insert(0, HERE)
 from _peers import frozen_compile, onnxruntime_session  # noqa: E402  (beside this file)
 
 from autotune.cli import loadavg, versions, write_json  # noqa: E402
+from autotune.timing import seconds_per_call  # noqa: E402
 
 # peers beside torch eager and default torch.compile: name -> build(eager, inputs, threads) -> (run, out, build s)
 PEERS = {"torch_compile_frozen": lambda eager, inputs, threads: frozen_compile(eager, inputs),
@@ -38,14 +39,7 @@ PEERS = {"torch_compile_frozen": lambda eager, inputs, threads: frozen_compile(e
 
 
 def _seconds_per_call(fn, min_s: float = 0.2) -> float:
-    fn()
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_s:
-            return elapsed / n
+    return seconds_per_call(fn, min_s, warmup=1)
 
 
 def machine_roofline(cores: int) -> dict:

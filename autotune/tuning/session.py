@@ -14,6 +14,7 @@ import torch
 
 from autotune.frontend.models import LoadedModel
 from autotune.progress import Progress
+from autotune.timing import seconds_per_call
 from autotune.tvmrt.startup import fast_start
 
 fast_start("llvm")
@@ -168,7 +169,7 @@ class TuneSession:
             eager = self.model.eager_module()
             arms["torch_eager"] = lambda: _time_torch(eager, inputs)
         else:  # the reference runtime itself (ONNX Runtime for an .onnx model)
-            arms[ref_name] = lambda: _seconds_per_call(lambda: reference(*inputs))
+            arms[ref_name] = lambda: seconds_per_call(lambda: reference(*inputs))
         samples: dict[str, list[float]] = {k: [] for k in arms}
         for fn in arms.values():  # warm-up
             fn()
@@ -185,17 +186,7 @@ class TuneSession:
 
 def _time_torch(module, inputs, min_s: float = 0.1) -> float:
     with torch.no_grad():
-        return _seconds_per_call(lambda: module(*inputs), min_s)
-
-
-def _seconds_per_call(fn, min_s: float = 0.1) -> float:
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_s:
-            return elapsed / n
+        return seconds_per_call(lambda: module(*inputs), min_s)
 
 
 def _compare(out: list[np.ndarray], ref: list[np.ndarray]) -> dict:
