@@ -13,7 +13,9 @@ validation networks (resnet18, mobilenet_v3_small, gpt2: likewise never trained 
 - ``pooled-hw``: the same with ``hardware_features`` (``autotune.hardware``: roofline terms, vector and
   parallel extents against lanes and cores, working set against caches, the CPU's descriptor);
 - few-shot, with 1 %, 5 %, 10 % of the target's training programs measured (whole task batches,
-  ``transfer.sample_fraction``; the same programs for every method of a (fraction, seed)): ``target-only``
+  ``transfer.sample_fraction``; the same programs for every method of a (fraction, seed)), and ``calib``: what
+  ``autotune.calibrate`` would measure (its coverage-chosen tasks, ``choose_tasks``, with up to its programs per
+  task drawn from the target's data) — for each: ``target-only``
   (the model fitted on them alone, baseline b), ``finetune:<base>`` (more boosting rounds from the base's
   trees on them) and ``residual:<base>`` (a small ranking booster fitted on top of the base's scores as
   margins; the base is untouched, so nothing is forgotten on the sources), for base = nearest, pooled,
@@ -261,7 +263,7 @@ def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], run
         for arm, hw_feats in (("pooled", False), ("pooled-hw", True)):
             key = f"{target}|{arm}"
             needed = key not in done or any(f"{target}|{m}:{arm}|{f}|{s}" not in done
-                                            for m in methods for f in fractions for s in seeds)
+                                            for m in methods for f in [*fractions, "calib"] for s in seeds)
             if needed:
                 started = time.time()
                 bases[arm] = fit_kind(kind, params, batch, y, groups, 0, hardware=hw_feats)
@@ -269,10 +271,13 @@ def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], run
                     record(key, target, arm, 0.0, 0, bases[arm], len(y), started, sources=sources)
         bases["nearest"] = own_model(nearest)
         tgt = train[target]
-        for fraction in fractions:
+        for fraction in [*fractions, "calib"]:
             for seed in seeds:
-                rng = np.random.default_rng(np.random.SeedSequence([seed, int(round(fraction * 1e6))]))
-                idx = sample_fraction(tgt.groups, fraction, rng)
+                if fraction == "calib":
+                    idx = calib_sample(tgt, seed, quick)
+                else:
+                    rng = np.random.default_rng(np.random.SeedSequence([seed, int(round(fraction * 1e6))]))
+                    idx = sample_fraction(tgt.groups, fraction, rng)
                 part = tgt.subset(idx)
                 key = f"{target}|target-only|{fraction}|{seed}"
                 if key not in done:
@@ -295,6 +300,22 @@ def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], run
                         record(key, target, f"residual:{name}", fraction, seed, model, len(part), started)
 
 
+def calib_sample(part, seed: int, quick: bool) -> np.ndarray:
+    """Indices of ``part`` that ``autotune.calibrate`` would have measured: its tasks (``choose_tasks`` over the
+    part's tasks with FLOPs), up to its programs per task, drawn at random (the seed draws both)."""
+    from autotune.calibrate import DEFAULT_PER_TASK, DEFAULT_TASKS, choose_tasks
+
+    present = sorted({part.task_keys[g] for g in np.unique(part.groups)})
+    tasks = {k: part.tasks[k] for k in present if float(part.tasks[k].get("flops", 0)) > 0}
+    chosen = choose_tasks(tasks, 8 if quick else DEFAULT_TASKS, seed)
+    rng = np.random.default_rng([seed, 7])
+    idx = []
+    for key in chosen:
+        members = np.nonzero(part.groups == part.task_keys.index(key))[0]
+        idx.append(rng.choice(members, size=min(DEFAULT_PER_TASK, len(members)), replace=False))
+    return np.sort(np.concatenate(idx)) if idx else np.zeros(0, np.int64)
+
+
 def _mean(scores: dict, metric: str = "top1") -> float:
     return float(np.mean([v[metric] for v in scores.values()])) if scores else float("nan")
 
@@ -306,7 +327,8 @@ def summarize(runs_path: str, out: str, kind: str = "xgb") -> int:
     if not rows:
         raise UserError(f"{runs_path}: no runs yet; run without --summarize-only first")
     targets = list(dict.fromkeys(r["target"] for r in rows))
-    fractions = sorted({r["fraction"] for r in rows if 0 < r["fraction"] < 1})
+    fractions = sorted({r["fraction"] for r in rows if isinstance(r["fraction"], float) and 0 < r["fraction"] < 1})
+    shares = fractions + (["calib"] if any(r["fraction"] == "calib" for r in rows) else [])
     cells: dict = {}
     for r in rows:
         arm = r["arm"]
@@ -345,23 +367,24 @@ def summarize(runs_path: str, out: str, kind: str = "xgb") -> int:
              f"{sorted({(r.get('commit') or '')[:10] for r in rows})}.", ""]
     for target in targets:
         lines += [f"## held out: {target}", "", "| arm | " + " | ".join(["zero-shot / full"] +
-                  [f"{f:.0%}" for f in fractions]) + " | val (zero-shot / 10 %) |", "|---" * (len(fractions) + 3) + "|"]
+                  [_share(f) for f in shares]) + " | val (zero-shot / 10 %) |", "|---" * (len(shares) + 3) + "|"]
         for arm in arms:
             c = cell(target, arm, 1.0 if arm == "own" else 0.0)
             if c is None:
                 continue
             table[f"{target}|{arm}"] = {"test": c, "val": cell(target, arm, 1.0 if arm == "own" else 0.0, "val")}
-            lines.append(f"| {arm} | {fmt(c)} |" + " |" * len(fractions) + f" {fmt(table[f'{target}|{arm}']['val'])} |")
+            lines.append(f"| {arm} | {fmt(c)} |" + " |" * len(shares) + f" {fmt(table[f'{target}|{arm}']['val'])} |")
         for arm in few:
-            cs = [cell(target, arm, f) for f in fractions]
+            cs = [cell(target, arm, f) for f in shares]
             if not any(cs):
                 continue
-            for f, c in zip(fractions, cs):
+            for f, c in zip(shares, cs):
                 table[f"{target}|{arm}|{f}"] = {"test": c, "val": cell(target, arm, f, "val")}
-            last = cell(target, arm, fractions[-1], "val") if fractions else None
+            ten = [f for f in fractions if abs(f - 0.1) < 1e-9]
+            last = cell(target, arm, ten[0], "val") if ten else None
             lines.append(f"| {arm} | |" + "".join(f" {fmt(c)} |" for c in cs) + f" {fmt(last)} |")
         lines.append("")
-    lines += reading(table, targets, fractions)
+    lines += reading(table, targets, fractions, bool(shares[len(fractions):]))
     write_results(os.path.join(out, "loho.json"), {"cells": table, "runs": len(rows)}, os.path.join(out, "loho.md"),
                   "\n".join(lines) + "\n")
     plot(table, targets, fractions, os.path.join(out, "loho.png"))
@@ -373,7 +396,11 @@ def _load_range(rows) -> str:
     return f"{min(loads):.1f}–{max(loads):.1f} (1-min)" if loads else "not recorded"
 
 
-def reading(table: dict, targets: list, fractions: list) -> list[str]:
+def _share(f) -> str:
+    return "calib (its tasks x programs)" if f == "calib" else f"{f:.0%}"
+
+
+def reading(table: dict, targets: list, fractions: list, calib: bool = False) -> list[str]:
     """The done-when quantities of issue 48, computed from the cells (test networks)."""
     def get(target, arm, f=None):
         c = table.get(f"{target}|{arm}" + (f"|{f}" if f is not None else ""))
@@ -404,6 +431,16 @@ def reading(table: dict, targets: list, fractions: list) -> list[str]:
                            f"model (chosen per CPU on the test networks, so an upper bound): " +
                            ", ".join(f"{t} {d:+.3f} ({a})" for t, d, a in met) +
                            f"; within 0.02 on {n_ok} of {len(met)} CPUs (target: ≥ 3 of 4).")
+    if calib:
+        for t in targets:
+            got = {a: get(t, a, "calib") for a in ("target-only", "finetune:pooled-hw", "residual:pooled-hw",
+                                                  "finetune:nearest", "residual:nearest")}
+            got = {a: v for a, v in got.items() if v is not None}
+            if got:
+                best = max(got, key=got.get)
+                out.append(f"- {t}, calibration's sample: " + ", ".join(f"{a} {v:.3f}" for a, v in got.items()) +
+                           f"; best {best}, against the bar max(nearest zero-shot, target-only) "
+                           f"{max(get(t, 'nearest') or 0, got.get('target-only', 0)):.3f}.")
     out.append("- Forgetting: `residual` keeps its base unchanged (0 on the sources by construction); `finetune` "
                "adds trees fitted on the target to a copy, the sources keep their models.")
     return out + [""]
