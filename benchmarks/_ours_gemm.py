@@ -37,7 +37,7 @@ def main() -> None:
     t_tune = time.time()
     try:
         states, stats = tune([task], target, db, measurer, work_dir=args.work_dir, max_trials=args.trials,
-                             cost_model=resolve("ms-xgb", target),
+                             cost_model=resolve("stock", target),
                              search=SearchConfig(num_trials_per_iter=args.trials_per_round, population_size=512,
                                                  genetic_num_iters=4))
     finally:

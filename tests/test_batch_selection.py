@@ -65,7 +65,7 @@ def test_tune_with_rdu_batch_selection(tmp_path):
 
     wd = str(tmp_path / "wd")
     cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "40", "--trials-per-round", "4",
-           "--batch-selection", "rdu", "--cost-model", "ms-xgb", "--work-dir", wd, "--skip-untuned",
+           "--batch-selection", "rdu", "--cost-model", "stock", "--work-dir", wd, "--skip-untuned",
            "--bench-rounds", "1"]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]

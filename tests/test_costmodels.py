@@ -47,7 +47,7 @@ def _save(models_dir, hw, folder, target, kind=None):
 def models(tmp_path):
     root = tmp_path / "models"
     _save(root, "cpu-znver3-2c", "xgb", ZEN3)
-    _save(root, "cpu-znver3-2c", "seq", ZEN3)
+    _save(root, "cpu-znver3-2c", "seq-lstm-cos", ZEN3, kind="seq")  # the seq family's folder (its shipped recipe)
     _save(root, "cpu-x86-64-v2-1c", "xgb", V2)
     _save(root, "cuda-sm_90", "xgb", {"kind": "cuda", "arch": "sm_90"})
     return root
@@ -57,8 +57,10 @@ def test_one_table_of_names_for_the_cli():
     from autotune.tune import build_parser
     from autotune.tuning.costmodels import AUTO_ORDER, COST_MODELS, check_name
 
-    with pytest.raises(UserError, match="valid: auto, ms-xgb, xgb, seq, seq-lstm, seq-lstm-cos, seq-lstm-rows, seq-lstm-cos-x2, seq-lstm-distil, seq-top, ensemble, ms-mlp, online-xgb, random"):
+    with pytest.raises(UserError, match="valid: auto, stock, xgb, mlp, seq, ensemble, random$"):
         check_name("magic")
+    with pytest.raises(UserError, match="retired; use --cost-model mlp"):
+        check_name("ms-mlp")
     assert set(AUTO_ORDER) <= set(COST_MODELS) and AUTO_ORDER[0] == "xgb"
     help_text = re.sub(r"-\s+", "-", build_parser().format_help())  # argparse wraps lines at hyphens too
     assert all(f"{name}:" in help_text.replace("\n", " ") for name in COST_MODELS)
@@ -83,7 +85,10 @@ def test_auto_without_a_model_for_this_hardware_takes_the_nearest(models, caplog
     # on other hardware auto prefers its ms-mlp (AUTO_ORDER_OTHER_HARDWARE), if the fixture has one
     from autotune.tuning.costmodels import AUTO_ORDER_OTHER_HARDWARE
 
-    first = next(k for k in AUTO_ORDER_OTHER_HARDWARE if (models / "cpu-znver3-2c" / k / "model.json").exists())
+    from autotune.tuning.costmodels import folder_of
+
+    first = next(folder_of(k) for k in AUTO_ORDER_OTHER_HARDWARE
+                 if (models / "cpu-znver3-2c" / folder_of(k) / "model.json").exists())
     assert resolved.card["path"] == str(models / "cpu-znver3-2c" / first)
     assert resolved.fallback == "no pretrained model for cpu-rocketlake-2c"
     assert "nearest hardware" in resolved.used and "cpu-znver3-2c" in resolved.used and "avx512f" in resolved.used
@@ -146,7 +151,7 @@ def test_explicit_kind_is_never_swapped_for_a_nearer_hardwares_other_kind(models
     v2_2c = _target({"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 2})
     assert resolve("auto", v2_2c, models_dir=str(models)).card["hardware_id"] == "cpu-x86-64-v2-1c"
     resolved = resolve("seq", v2_2c, models_dir=str(models))
-    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / "seq")
+    assert resolved.card["path"] == str(models / "cpu-znver3-2c" / "seq-lstm-cos")
     assert "nearest hardware's seq" in resolved.used and resolved.model.learner.mode == "finetune"
 
 
@@ -154,10 +159,10 @@ def test_explicit_kind_no_hardware_has_is_online_only_and_says_so(models, caplog
     from autotune.tuning.costmodels import resolve
 
     with caplog.at_level("WARNING", logger="autotune.tuning.costmodels"):
-        resolved = resolve("ms-mlp", _target(ROCKETLAKE), models_dir=str(models))
+        resolved = resolve("mlp", _target(ROCKETLAKE), models_dir=str(models))
     assert resolved.model.pretrained is None and resolved.report()["cost_model_resolved"]["online_update"] == "online"
     text = caplog.text
-    assert "no pretrained ms-mlp model for cpu-rocketlake-2c or any llvm hardware" in text and "online-only" in text
+    assert "no pretrained mlp model for cpu-rocketlake-2c or any llvm hardware" in text and "online-only" in text
     assert resolved.fallback and "online-only" in resolved.used
 
 
@@ -166,15 +171,15 @@ def test_saved_ms_xgb_folder_is_our_model_not_the_stock_one(tmp_path):
 
     folder = _save(tmp_path / "models", "cpu-znver3-2c", "ms-xgb", ZEN3, kind="ms-xgb")
     target = _target(ZEN3)
-    for name in ("ms-xgb", "auto"):
+    for name in ("xgb", "auto"):  # our re-implementation is a recipe of the xgb family
         resolved = resolve(name, target, path=folder)
         assert type(resolved.model.pretrained).__name__ == "MSXGBCostModel", name
         assert resolved.report()["cost_model_resolved"]["pretrained_kind"] == "ms-xgb"
-    assert type(resolve("ms-xgb", target).model).__name__ == "XGBModel"  # the name alone: stock
-    with pytest.raises(UserError, match="holds a 'ms-xgb' model; pass --cost-model auto or ms-xgb"):
-        resolve("xgb", target, path=folder)
+    assert type(resolve("stock", target).model).__name__ == "XGBModel"  # stock is MetaSchedule's own
+    with pytest.raises(UserError, match="holds a 'ms-xgb' model \\(family xgb\\); pass --cost-model auto or xgb"):
+        resolve("mlp", target, path=folder)
     with pytest.raises(UserError, match="trained for cpu-znver3-2c, not cpu-rocketlake-2c"):
-        resolve("ms-xgb", _target(ROCKETLAKE), path=folder)
+        resolve("xgb", _target(ROCKETLAKE), path=folder)
 
 
 def test_a_search_without_a_cost_model_gets_none(models, caplog):
@@ -190,7 +195,7 @@ def test_report_reads_the_model_object_not_the_label():
     """A resolver that fell back without saying so still cannot pass: the report's fields come from the object."""
     from autotune.tuning.costmodels import Resolved, resolve
 
-    stock = resolve("ms-xgb", _target(ZEN3)).model
+    stock = resolve("stock", _target(ZEN3)).model
     report = Resolved(stock, "pretrained xgb (a label that lies)", requested="xgb").report()["cost_model_resolved"]
     assert report["class"] == "XGBModel" and report["pretrained_kind"] is None and report["online_update"] is None
 
@@ -205,8 +210,8 @@ def test_tune_needs_a_cost_model_for_a_search_that_uses_one(tmp_path):
              cost_model=Resolved(None, "none"), search=SearchConfig())
 
 
-def test_auto_on_other_hardware_prefers_ms_mlp_but_not_at_home(models):
-    """AUTO_ORDER_OTHER_HARDWARE (ms-mlp first, from the real-budget runs) only applies to another
+def test_auto_on_other_hardware_prefers_mlp_but_not_at_home(models):
+    """AUTO_ORDER_OTHER_HARDWARE (mlp first, from the real-budget runs) only applies to another
     hardware's models; on its own hardware auto keeps AUTO_ORDER (xgb first)."""
     from autotune.tuning.costmodels import resolve
 
@@ -234,24 +239,23 @@ def test_registered_kind_is_read_from_the_parameters():
     assert registered_kind(create("seq", mixer="attention")) == "seq"  # no entry of its own: the class's name
 
 
-def test_seq_variants_resolve_by_name_and_refuse_a_mismatched_folder(models, tmp_path):
+def test_seq_recipes_load_as_the_seq_family_and_a_mismatched_folder_is_refused(models, tmp_path):
+    """--cost-model names the family; a recipe's folder is reached with --cost-model-path and reported as that
+    recipe; a family folder holding another family's model is refused, not run under the wrong name."""
     from autotune.tuning.costmodels import resolve
 
     lstm = _save(models, "cpu-znver3-2c", "seq-lstm", ZEN3)
-    resolved = resolve("seq-lstm", _target(ZEN3), models_dir=str(models))
+    resolved = resolve("seq", _target(ZEN3), path=lstm)
     report = resolved.report()["cost_model_resolved"]
-    assert resolved.card["path"] == lstm and report["pretrained_kind"] == "seq-lstm" and resolved.fallback is None
-    assert "pretrained seq-lstm from" in resolved.used
-    assert resolve("seq-lstm", _target(ZEN3), path=lstm).report()["cost_model_resolved"]["pretrained_kind"] == "seq-lstm"
-    with pytest.raises(UserError, match="holds a 'seq-lstm' model; pass --cost-model auto or seq-lstm"):
-        resolve("seq", _target(ZEN3), path=lstm)
-    # a folder named seq-top that holds a plain seq model is refused, not run under the wrong name
-    _save(models, "cpu-znver3-2c", "seq-top", ZEN3, kind="seq")
-    with pytest.raises(UserError, match="holds a 'seq' model"):
-        resolve("seq-top", _target(ZEN3), models_dir=str(models))
-    # on other hardware the nearest hardware's seq-lstm, said so
-    away = resolve("seq-lstm", _target(ROCKETLAKE), models_dir=str(models))
-    assert away.card["path"] == lstm and away.fallback and "nearest hardware's seq-lstm" in away.used
+    assert report["pretrained_kind"] == "seq-lstm" and resolved.fallback is None and "pretrained seq-lstm from" in resolved.used
+    assert resolve("seq", _target(ZEN3), models_dir=str(models)).report()["cost_model_resolved"]["pretrained_kind"] == "seq"
+    with pytest.raises(UserError, match="holds a 'seq-lstm' model \\(family seq\\); pass --cost-model auto or seq"):
+        resolve("xgb", _target(ZEN3), path=lstm)
+    _save(models, "cpu-znver3-2c", "ms-mlp", ZEN3, kind="xgb")  # the mlp family's folder, holding an xgb
+    with pytest.raises(UserError, match="holds a 'xgb' model"):
+        resolve("mlp", _target(ZEN3), models_dir=str(models))
+    with pytest.raises(UserError, match="retired; use --cost-model seq"):
+        resolve("seq-lstm", _target(ZEN3), models_dir=str(models))
 
 
 def test_ensemble_resolves_by_name_with_its_spread(models):

@@ -75,39 +75,47 @@ def test_adapter_predicts_and_learns(pretrained, online):
     assert isinstance(tasks[0], Task) and np.isfinite(states[0].best_s)
 
 
-# --cost-model (and --cost-model-path) -> what report.json must say ran, read from the model object:
-# class, pretrained model kind (None: no pretrained model), online-update mode (None: no online learner).
+# --cost-model (and --cost-model-path, --online-update) -> what report.json must say ran, read from the model
+# object: class, pretrained model kind (None: no pretrained model), online-update mode (None: no online learner).
+# case: (--cost-model family, saved folder passed as --cost-model-path or None, extra flags, expected)
 # A saved ms-xgb folder resolving to our MSXGBCostModel: tests/test_costmodels.py.
 USED = {
-    "ms-xgb": ("XGBModel", None, None),
-    "xgb": ("LearnedCostModel", "xgb", "finetune"),
-    "seq": ("LearnedCostModel", "seq", "finetune"),
-    "seq-lstm": ("LearnedCostModel", "seq-lstm", "finetune"),
-    "ensemble": ("LearnedCostModel", "ensemble", "finetune"),
-    "online-xgb": ("LearnedCostModel", None, "online"),
-    "random": ("RandomModel", None, None),
+    "stock": ("stock", None, [], ("XGBModel", None, None)),
+    "xgb": ("xgb", "xgb", [], ("LearnedCostModel", "xgb", "finetune")),
+    "seq": ("seq", "seq", [], ("LearnedCostModel", "seq", "finetune")),
+    "seq-lstm": ("seq", "seq-lstm", [], ("LearnedCostModel", "seq-lstm", "finetune")),  # a recipe's folder
+    "ensemble": ("ensemble", "ensemble", [], ("LearnedCostModel", "ensemble", "finetune")),
+    "xgb-online": ("xgb", None, ["--online-update", "online"], ("LearnedCostModel", None, "online")),
+    "random": ("random", None, [], ("RandomModel", None, None)),
 }
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=[] if k in ("ms-xgb", "seq") else [pytest.mark.slow])
+@pytest.mark.parametrize("case", [pytest.param(k, marks=[] if k in ("stock", "seq") else [pytest.mark.slow])
                                   for k in USED])
-def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, kind):
+def test_tune_tiny_with_each_cost_model(cli, tmp_path, pretrained, case):
     """Fails on a silent fallback: the report's cost-model fields come from the object the search called."""
     models_dir, hw = pretrained
     wd = str(tmp_path / "wd")
-    saved = kind if kind in ("xgb", "seq", "seq-lstm", "ensemble") else None
+    name, saved, flags, expected = USED[case]
     extra = ["--cost-model-path", str(models_dir / hw / saved)] if saved else []
     res = cli("autotune.tune", "--model", "tiny_mlp", "--trials", "16", "--trials-per-round", "8",
-              "--work-dir", wd, "--cost-model", kind, "--skip-untuned", "--bench-rounds", "1", *extra)
+              "--work-dir", wd, "--cost-model", name, "--skip-untuned", "--bench-rounds", "1", *extra, *flags)
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.load(open(os.path.join(wd, "report.json")))
     used = report["cost_model_resolved"]
-    assert (used["class"], used["pretrained_kind"], used["online_update"]) == USED[kind], report["cost_model_used"]
-    assert used["fallback"] is None and report["cost_model"] == kind
+    assert (used["class"], used["pretrained_kind"], used["online_update"]) == expected, report["cost_model_used"]
+    assert used["fallback"] is None and report["cost_model"] == name
     if saved:
         assert report["cost_model_card"]["path"] == str(models_dir / hw / saved) and used["trained_for"] == hw
     assert report["trials"]["this_run"] == 16 and report["search"]["num_trials_per_iter"] == 8
     assert report["numerics"]["max_rel_error"] < 1e-4
+
+
+@pytest.mark.parametrize("old, new", [("ms-xgb", "--cost-model stock"), ("seq-lstm-distil", "--cost-model seq"),
+                                      ("online-xgb", "--online-update online")])
+def test_retired_names_say_their_new_form(cli, old, new):
+    res = cli("autotune.tune", "--model", "tiny_mlp", "--cost-model", old)
+    assert res.returncode == 2 and new in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow

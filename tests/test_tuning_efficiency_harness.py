@@ -317,7 +317,7 @@ def test_snapshots_two_real_sittings(tmp_path):
 
     wd = str(tmp_path / "wd")
     res = subprocess.run([sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "8",
-                          "--trials-per-round", "4", "--cost-model", "ms-xgb", "--work-dir", wd, "--skip-untuned",
+                          "--trials-per-round", "4", "--cost-model", "stock", "--work-dir", wd, "--skip-untuned",
                           "--bench-rounds", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     script = os.path.join(ROOT, "experiments", "tuning_efficiency", "snapshots.py")
@@ -349,7 +349,7 @@ def test_transferred_model_arm(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rb, "TRANSFER_MODELS", str(tmp_path))
     cmd = rb.arm_command("ms-mlp@ckd10+lr+nhwc+first4", "m", 0, "wd", 32, 64, hardware="hw")
-    assert cmd[cmd.index("--cost-model") + 1] == "ms-mlp"
+    assert cmd[cmd.index("--cost-model") + 1] == "mlp"  # the arm's old name, as the CLI's family
     assert cmd[cmd.index("--cost-model-path") + 1] == os.path.relpath(os.path.join(str(tmp_path), "ckd10", "hw", "ms-mlp"), rb.ROOT)
     assert "--cost-model-path" not in rb.arm_command("ms-mlp+lr", "m", 0, "wd", 32, 64, hardware="hw")
     assert rb.mlp_arm("ms-mlp@ckd10+lr+nhwc+first4") == "ms-mlp+lr+nhwc"  # compared with the untransferred MS-MLP

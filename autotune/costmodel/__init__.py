@@ -50,6 +50,35 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
 }
 
 
+# The model families a user names (``--cost-model``) and the recipes (REGISTRY kinds) of each: the first recipe is
+# the one ``make train-costmodel`` ships in the family's folder and ``--cost-model <family>`` loads. A recipe is a
+# training choice (mixer, schedule, seeds averaged, distillation, per-store rows, ranking gains), recorded in the
+# model's card, not a name to tune with. seq ships seq-lstm-cos: the other sequence recipes (rows, x2, distil) were
+# preferred on the test networks before choices moved to validation networks, so none of them is the default
+# until a validation run (experiments/costmodel/variants.py) picks it.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "xgb": ("xgb", "xgb-reg", "ms-xgb"),
+    "mlp": ("ms-mlp",),
+    "seq": ("seq-lstm-cos", "seq", "seq-lstm", "seq-lstm-rows", "seq-rows", "seq-top", "seq-lstm-x3",
+            "seq-lstm-cos-x2", "seq-lstm-distil"),
+    "ensemble": ("ensemble",),
+    "random": ("random",),
+}
+
+
+def family_of(kind: str) -> str:
+    """The family a REGISTRY kind (recipe) belongs to."""
+    for family, kinds in FAMILIES.items():
+        if kind in kinds:
+            return family
+    raise ValueError(f"unknown cost model {kind!r}; valid: {', '.join(REGISTRY)}")
+
+
+def shipped_recipe(family: str) -> str:
+    """The recipe (REGISTRY kind) shipped for ``family``: the folder ``models/<hardware id>/<recipe>``."""
+    return FAMILIES[family][0]
+
+
 def model_class(kind: str) -> type[CostModel]:
     if kind not in REGISTRY:
         raise ValueError(f"unknown cost model {kind!r}; valid: {', '.join(REGISTRY)}")
@@ -108,5 +137,6 @@ def load(path: str) -> CostModel:
     raise ModelFileError(f"{path}: unknown model kind {kind!r}; valid: {', '.join(REGISTRY)}")
 
 
-__all__ = ["CostModel", "ProgramBatch", "FEATURE_VERSION", "NotFittedError", "ModelFileError", "create",
+__all__ = ["CostModel", "ProgramBatch", "FEATURE_VERSION", "NotFittedError", "ModelFileError", "create", "FAMILIES",
+           "family_of", "shipped_recipe",
            "load", "model_class", "registered_kind", "takes_seed", "create_seeded", "REGISTRY"]

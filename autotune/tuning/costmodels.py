@@ -5,30 +5,24 @@
     resolved.used    # one line: which model, trained for which hardware, and why it was chosen
     resolved.card    # the pretrained model's card summary (None without one)
 
-Names (``COST_MODELS``): ``ms-xgb`` is MetaSchedule's stock XGBModel (online only, the baseline) and
-``random`` its RandomModel; ``xgb`` / ``seq`` / ``seq-lstm`` / ``seq-lstm-cos`` / ``seq-lstm-rows`` /
-``seq-lstm-cos-x2`` / ``seq-lstm-distil`` / ``seq-top`` / ``ms-mlp`` / ``ensemble`` are our pretrained models from
-``models/<hardware_id>/<kind>/`` updated online (``--online-update``); ``online-xgb`` is our ranking
-XGBoost learned online only. A saved model folder (``--cost-model-path``) is loaded by the kind its
-model.json names, so a saved ``ms-xgb`` folder is our ``MSXGBCostModel``, never the stock model;
-``--cost-model`` must then be ``auto`` or that kind (the registered kind its parameters make it:
-``autotune.costmodel.registered_kind``, so a saved ``seq-lstm`` is ``seq-lstm`` though its model.json says
-``seq``).
+Names (``COST_MODELS``): model families, not training recipes. ``stock`` is MetaSchedule's own XGBModel
+(online only, the baseline) and ``random`` its RandomModel; ``xgb`` / ``mlp`` / ``seq`` / ``ensemble`` are our
+pretrained models from ``models/<hardware_id>/<recipe>/`` (the family's shipped recipe:
+``autotune.costmodel.FAMILIES``) updated online (``--online-update``; ``online``: learned from this run only).
+Names of earlier versions (``RETIRED``) get one line naming their new form. A saved model folder
+(``--cost-model-path``) is loaded by the kind its model.json names (so a saved ``ms-xgb`` folder is our
+re-implementation, never the stock model); ``--cost-model`` must then be ``auto`` or that kind's family.
 
-``auto`` picks the first of ``AUTO_ORDER`` = xgb, seq, ms-mlp that this hardware has a model for.
-xgb comes first because it was the better tuning arm where the committed results disagree least
-(experiments/tuning_efficiency/README.md, 2026-12-03, 3 seeds): on resnet50 and mobilenet_v2 it
-reached stock MetaSchedule's final latency with 2.19x / 2.44x fewer trials (seq 1.75x / 1.54x), on
-5 of 6 CNN seeds at 2.42-2.52x, and it costs less per trial (0.63 / 0.64 s vs seq's 0.69 / 0.78 s);
-seq is better on bert_base (2.23x vs 1.46x) but less steady across seeds.
+``auto`` picks the first of ``AUTO_ORDER`` = xgb, seq, mlp that this hardware has a model for (xgb first: the
+steadier and cheaper arm on the CNNs in the real-budget runs of experiments/tuning_efficiency/).
 
 Hardware without its own model: the nearest hardware's model is used and adapted online, for
-``auto`` (any kind of AUTO_ORDER_OTHER_HARDWARE) and for an explicit ``xgb`` / ``seq`` / ``ms-mlp`` (that kind only;
-when no hardware has that kind: online-only). Nearest (``hardware_distance``): the same target kind
+``auto`` (any family of AUTO_ORDER_OTHER_HARDWARE) and for an explicit ``xgb`` / ``seq`` / ``mlp`` (that family
+only; when no hardware has it: online-only). Nearest (``hardware_distance``): the same target kind
 (llvm / cuda) is required; then the fewest ISA features the model's hardware has and this one lacks
 (its programs' costs assumed instructions that do not exist here), then the fewest this one has and
 it lacks, then the closest core count (|log2 ratio|), then the hardware id (deterministic). For
-``auto``, among that hardware's models AUTO_ORDER_OTHER_HARDWARE decides (ms-mlp first: it transferred
+``auto``, among that hardware's models AUTO_ORDER_OTHER_HARDWARE decides (mlp first: it transferred
 best in the real-budget runs). ISA features are LLVM's for each target's
 ``mcpu`` (``ISA_FEATURES``).
 
@@ -52,57 +46,38 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class CostModelName:
     name: str
-    source: str  # auto | stock | pretrained | online
+    source: str  # auto | stock | pretrained
     help: str
 
 
 COST_MODELS: dict[str, CostModelName] = {c.name: c for c in (
-    CostModelName("auto", "auto", "our pretrained model for this hardware (xgb, else seq, else ms-mlp); without "
-                  "one, the nearest hardware's, adapted online; else ms-xgb (default; it says which)"),
-    CostModelName("ms-xgb", "stock", "MetaSchedule's stock XGBModel, learned online from this run only"),
+    CostModelName("auto", "auto", "our pretrained model for this hardware (xgb, else seq, else mlp); without one, the "
+                  "nearest hardware's, adapted online; else stock (default; it says which)"),
+    CostModelName("stock", "stock", "MetaSchedule's own XGBModel, learned online from this run only"),
     CostModelName("xgb", "pretrained", "our pretrained ranking XGBoost for this hardware (else the nearest "
                   "hardware's) + --online-update"),
-    CostModelName("seq", "pretrained", "our pretrained trace sequence model for this hardware (else the "
-                  "nearest hardware's) + --online-update"),
-    CostModelName("seq-lstm", "pretrained", "seq with an LSTM block in the Mamba block's slot, pretrained for this "
+    CostModelName("mlp", "pretrained", "the TenSet-MLP design pretrained for this hardware (else the nearest "
+                  "hardware's) + --online-update"),
+    CostModelName("seq", "pretrained", "our trace sequence model (the recipe shipped for it) pretrained for this "
                   "hardware (else the nearest hardware's) + --online-update"),
-    CostModelName("seq-lstm-cos", "pretrained", "seq-lstm trained 45 epochs on a cosine learning-rate decay, "
-                  "pretrained for this hardware (else the nearest hardware's) + --online-update"),
-    CostModelName("seq-lstm-rows", "pretrained", "seq-lstm-cos reading every store's feature row as a sequence "
-                  "beside their pack-sum (TLP's per-statement rows), pretrained for this hardware (else the nearest "
-                  "hardware's) + --online-update"),
-    CostModelName("seq-lstm-cos-x2", "pretrained", "seq-lstm-cos fitted with two seeds, scores averaged (the best "
-                  "sequence model offline: top-1 and top-5 above either LSTM alone), pretrained for this hardware "
-                  "(else the nearest hardware's) + --online-update"),
-    CostModelName("seq-lstm-distil", "pretrained", "seq-lstm-cos fitted with seq-lstm-cos-x2 as its teacher "
-                  "(knowledge distillation: the committee's top-1 at one network's prediction cost), pretrained for "
-                  "this hardware (else the nearest hardware's) + --online-update"),
-    CostModelName("seq-top", "pretrained", "seq trained for the top of the order (LambdaRank gains 2^(4y)-1), "
-                  "pretrained for this hardware (else the nearest hardware's) + --online-update"),
-    CostModelName("ensemble", "pretrained", "a committee of model families (members chosen on validation networks, "
-                  "experiments/costmodel/ensemble_select.py), each on its own training scale, averaged; pretrained for "
-                  "this hardware (else the nearest hardware's) + --online-update"),
-    CostModelName("ms-mlp", "pretrained", "TenSet-MLP design pretrained for this hardware (else the nearest "
-                  "hardware's) + --online-update"),
-    CostModelName("online-xgb", "online", "our ranking XGBoost learned online from this run only"),
+    CostModelName("ensemble", "pretrained", "a committee of model families (members chosen on validation "
+                  "networks), averaged; pretrained for this hardware (else the nearest hardware's) + --online-update"),
     CostModelName("random", "stock", "MetaSchedule's RandomModel (random scores)"),
 )}
-AUTO_ORDER = ("xgb", "seq", "ms-mlp")
-# On hardware without its own models, another hardware's models adapted online: ms-mlp first. Evidence
-# (experiments/tuning_efficiency/results_real, cpu-rocketlake-2c with cpu-znver3-2c models, 32 trials per
-# task, seed 0): compiled latency at the full budget ms-mlp 131.7 / 56.2 ms vs xgb 179.0 / 69.2 ms on
-# bert_base / resnet50 (stock MetaSchedule 153.4 / 70.3 ms); one seed, two models: revisit with more.
-# seq-lstm (the best sequence model offline) transferred no better: experiments/tuning_efficiency/results_real_seq
-# (bert_base seeds 0-1 a tie within the seed spread, resnet50 seed 0 behind ms-mlp), so it is not in this order;
-# nor is the ensemble (resnet50 seed 1 in the same folder: as many trials to stock's final as ms-mlp, ended slower),
-# nor seq-lstm-rows (the best offline since 2026-12-07): experiments/tuning_efficiency/results_real_rows (Zen 4,
-# bert_base seed 0) slower than ms-mlp at 1/8-1/2 of the budget, level at the end; nor seq-lstm-cos-x2 (level with it
-# offline, registered 2026-12-07): behind ms-mlp early (bert_base +11% at 1/8, resnet50 +35% / +14% at 1/8 / 1/4), level at the end -- one seed each;
-# nor seq-lstm-distil (that committee distilled into one network, registered 2026-12-07): ahead of ms-mlp at every
-# bert_base snapshot by 0.7-3.2%, behind at every resnet50 one (+40% at 1/8, +9.5% at the end), on mobilenet_v2
-# (stop 46) level at 1/8, ahead at 1/4 and at the end (-3.5%), behind at 1/2: ahead on two models of three, but
-# resnet50's deficit outweighs both gains at every snapshot -- one seed each.
-AUTO_ORDER_OTHER_HARDWARE = ("ms-mlp", "xgb", "seq")
+# names of earlier versions: each gets one line naming its new form (exit 2)
+RETIRED = {
+    "ms-xgb": "--cost-model stock (MetaSchedule's own XGBModel)",
+    "ms-mlp": "--cost-model mlp",
+    "online-xgb": "--cost-model xgb --online-update online (our ranking XGBoost learned from this run only)",
+    **{k: f"--cost-model seq (it loads the recipe shipped for the family), or --cost-model seq --cost-model-path "
+          f"models/<hardware id>/{k} for that recipe's folder"
+       for k in ("seq-lstm", "seq-lstm-cos", "seq-lstm-rows", "seq-lstm-cos-x2", "seq-lstm-distil", "seq-top")},
+}
+AUTO_ORDER = ("xgb", "seq", "mlp")
+# On hardware without its own models, another hardware's models adapted online: mlp first, the family that
+# transferred best in the real-budget runs on other CPUs (experiments/tuning_efficiency/results_real*/: the
+# sequence recipes and the ensemble were no better there, one seed each, so they are not in this order).
+AUTO_ORDER_OTHER_HARDWARE = ("mlp", "xgb", "seq")
 # On a CPU without its own model, ``auto`` may take the CPU-spanning model (``models/pooled/<kind>``, trained on
 # every CPU set with the hardware descriptor: ``autotune.costmodel.pooled``) told this CPU's descriptor, instead of
 # the nearest hardware's. Off until the leave-one-hardware-out table (experiments/transfer/results/loho/) shows it
@@ -118,8 +93,17 @@ DEFAULT_MODELS_DIR = os.environ.get("AUTOTUNE_MODELS_DIR") or os.path.join(_REPO
 
 
 def check_name(name: str) -> None:
+    if name in RETIRED:
+        raise UserError(f"--cost-model {name}: this name is retired; use {RETIRED[name]}")
     if name not in COST_MODELS:
         raise UserError(f"--cost-model: unknown {name!r}; valid: {', '.join(COST_MODELS)}")
+
+
+def folder_of(family: str) -> str:
+    """The folder name under ``models/<hardware id>/`` that ``family`` loads: its shipped recipe."""
+    from autotune.costmodel import shipped_recipe
+
+    return shipped_recipe(family)
 
 
 def help_text() -> str:
@@ -167,6 +151,8 @@ def resolve(name: str, target, *, path: str | None = None, online: str = "finetu
     check_name(name)
     if not uses_cost_model:
         resolved = _none(name, path)
+    elif online == "online" and COST_MODELS[name].source in ("auto", "pretrained"):
+        resolved = _online(name, target, models_dir, online)  # learned from this run only: no pretrained model read
     elif path is not None:
         resolved = _from_path(name, path, target, online)
     else:
@@ -196,7 +182,8 @@ def _stock(name: str, target, models_dir: str = DEFAULT_MODELS_DIR, online: str 
 
 
 def _online(name: str, target, models_dir: str, online: str) -> Resolved:
-    return Resolved(_learned(None, online), "our ranking XGBoost, online only (asked for)", requested=name)
+    return Resolved(_learned(None, online), "our ranking XGBoost, online only (--online-update online)",
+                    requested=name)
 
 
 def _learned(pretrained, online: str):
@@ -225,9 +212,11 @@ def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fa
     """The model of ``path`` adapted online; refused (exit 2) when it is not the kind ``name`` asks for."""
     loaded = _load(path)
     kind = _kind_of(loaded)
-    if name not in ("auto", kind):
-        raise UserError(f"--cost-model {name}: {path} holds a {kind!r} model; pass --cost-model auto or {kind} "
-                        "(or retrain that folder with make train-costmodel)")
+    from autotune.costmodel import family_of
+
+    if name not in ("auto", family_of(kind)):
+        raise UserError(f"--cost-model {name}: {path} holds a {kind!r} model (family {family_of(kind)}); pass "
+                        f"--cost-model auto or {family_of(kind)} (or retrain that folder with make train-costmodel)")
     model = _learned(loaded, online)
     used = (f"pretrained {kind} from {_shown(path)} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}), "
             f"updated online ({model.learner.mode})")
@@ -246,7 +235,7 @@ def _from_path(name: str, path: str, target, online: str) -> Resolved:
     card, here = read_card(path), hardware_id(target)
     if card.get("hardware_id") and card["hardware_id"] != here:
         raise UserError(f"--cost-model-path {path} was trained for {card['hardware_id']}, not {here}; use a model "
-                        "for this target, or --cost-model auto (nearest hardware's model) or ms-xgb")
+                        "for this target, or --cost-model auto (nearest hardware's model) or stock")
     return _with_pretrained(name, path, card, online, "--cost-model-path")
 
 
@@ -289,7 +278,7 @@ def _auto(name: str, target, models_dir: str, online: str) -> Resolved:
                f"{', '.join(AUTO_ORDER_OTHER_HARDWARE)} it has (transfers best in the real-budget runs)")
         return _with_pretrained("auto", path, card, online, why, fallback=f"no pretrained model for {here}")
     why = f"no pretrained model in {models_dir}/ for {here} or any {target.kind.name} hardware"
-    stock = _stock("ms-xgb", target)
+    stock = _stock("stock", target)
     return Resolved(stock.model, f"MetaSchedule's stock XGBModel, online only ({why})", requested="auto",
                     fallback=why)
 
@@ -322,11 +311,15 @@ def _own_card(path: str, here: str) -> dict:
     return card
 
 
-_BY_SOURCE = {"auto": _auto, "stock": _stock, "online": _online, "pretrained": _pretrained}
+_BY_SOURCE = {"auto": _auto, "stock": _stock, "pretrained": _pretrained}
 
 
 def find_pretrained(kind: str, hw_id: str, models_dir: str = DEFAULT_MODELS_DIR) -> str | None:
-    path = os.path.join(models_dir, hw_id, kind)
+    """The folder of ``kind`` for ``hw_id`` when it holds a model: a family name (``mlp``) means its shipped
+    recipe's folder (``ms-mlp``), any other name that folder itself."""
+    from autotune.costmodel import FAMILIES
+
+    path = os.path.join(models_dir, hw_id, folder_of(kind) if kind in FAMILIES else kind)
     return path if os.path.exists(os.path.join(path, "model.json")) else None
 
 

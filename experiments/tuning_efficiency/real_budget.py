@@ -64,6 +64,7 @@ sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
 from attribution import CHAIN, V2_ARMS, V2_BASELINE, attribution  # noqa: E402  (beside this file)
 from attribution import markdown_lines as attribution_lines  # noqa: E402
+from run import cost_model_flags  # noqa: E402  (beside this file)
 from snapshots import FRACTIONS_V2, MIN_SITTINGS, combine_sittings  # noqa: E402
 
 from autotune.cli import loadavg, seed_list, write_json  # noqa: E402
@@ -163,9 +164,9 @@ def arm_command(arm: str, model: str, seed: int, wd: str, trials_per_task: int, 
     if per_iter:
         raise SystemExit(f"{arm}: +iterN is stock MetaSchedule's setting (autotune's rounds: --trials-per-round)")
     budget *= mult
-    return [sys.executable, "-m", "autotune.tune", "--model", model, "--cost-model", name,
-            # relative to the repository (the command's cwd): the report names the same folder in any clone
-            *(["--cost-model-path", os.path.relpath(model_dir, ROOT)] if model_dir else []),
+    # a model folder relative to the repository (the command's cwd): the report names the same folder in any clone
+    return [sys.executable, "-m", "autotune.tune", "--model", model,
+            *cost_model_flags(name, os.path.relpath(model_dir, ROOT) if model_dir else None, hardware),
             *(["--online-update", online] if online else []),
             *(["--batch-selection", selection] if selection else []), "--trials", str(budget),
             "--seed", str(seed), "--work-dir", wd, "--skip-untuned", "--bench-rounds", "3",
@@ -667,6 +668,7 @@ def markdown(summary: dict, runs: list[dict], meta: dict, fair: dict | None = No
 def _check_args(args) -> None:
     """Bad flags: one line naming what is wrong and what is accepted (run_main: exit 2)."""
     from run import _check_args as check_models_and_seeds  # experiments/tuning_efficiency/run.py
+    from run import known_cost_model
 
     from autotune.costmodel.online import ONLINE_UPDATES
     from autotune.costmodel.sampling import REGISTRY as SAMPLERS
@@ -684,7 +686,7 @@ def _check_args(args) -> None:
                             f"python -m autotune.costmodel.transfer --source models/<source hardware>/{name} "
                             f"--target-dataset datasets/<this hardware> --method <method> --models-dir "
                             f"{os.path.relpath(os.path.dirname(os.path.dirname(model_dir)), ROOT)}")
-        if (name not in COST_MODELS or (online and online not in ONLINE_UPDATES)
+        if (not known_cost_model(name) or (online and online not in ONLINE_UPDATES)
                 or (selection and selection != "greedy" and selection not in SAMPLERS)):
             raise UserError(f"--arms: cannot read {arm!r}; an arm is stock-ms[+lr] or COST_MODEL[@VARIANT][:ONLINE_UPDATE]"
                             f"[+BATCH_SELECTION][+lr] with COST_MODEL one of {', '.join(COST_MODELS)}, ONLINE_UPDATE one "

@@ -34,6 +34,41 @@ from autotune.data.splits import HELD_OUT_MODELS  # noqa: E402
 from autotune.data.store import read_jsonl  # noqa: E402
 from autotune.tuning.config import TRIALS_PER_ROUND_DEFAULT  # noqa: E402
 
+# The harness's arm names predate the --cost-model families (autotune.tuning.costmodels): results are filed under
+# these names, so they stay and are translated to the CLI here.
+ARM_COST_MODELS = {"ms-xgb": ["--cost-model", "stock"], "ms-mlp": ["--cost-model", "mlp"],
+                   "online-xgb": ["--cost-model", "xgb", "--online-update", "online"]}
+
+
+def known_cost_model(name: str) -> bool:
+    from autotune.costmodel import REGISTRY
+    from autotune.tuning.costmodels import COST_MODELS
+
+    return name in ARM_COST_MODELS or name in COST_MODELS or name in REGISTRY
+
+
+def cost_model_flags(name: str, model_dir: str | None = None, hardware: str | None = None) -> list[str]:
+    """An arm's cost model as autotune.tune flags: a family as is, an old arm name translated, a recipe (a REGISTRY
+    kind such as ``seq-lstm``) or a transferred model's folder as its family with ``--cost-model-path``."""
+    from autotune.costmodel import REGISTRY, family_of
+    from autotune.tuning.costmodels import COST_MODELS
+
+    if model_dir is None and name in ARM_COST_MODELS:
+        return list(ARM_COST_MODELS[name])
+    if model_dir is None and name in COST_MODELS:
+        return ["--cost-model", name]
+    if name not in REGISTRY:
+        raise SystemExit(f"cost model {name!r}: not a family ({', '.join(COST_MODELS)}), an arm name "
+                         f"({', '.join(ARM_COST_MODELS)}) or a recipe ({', '.join(REGISTRY)})")
+    folder = model_dir or os.path.join("models", hardware or _hardware_id(), name)
+    return ["--cost-model", family_of(name), "--cost-model-path", folder]
+
+
+def _hardware_id() -> str:
+    res = subprocess.run([sys.executable, "-m", "autotune.env", "--hardware-id"], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    return res.stdout.split()[-1]
+
 
 def arm_flags(arm: str) -> list[str]:
     """An arm is a cost model (``xgb``), a cost model with an online-update mode (``xgb:finetune``),
@@ -41,7 +76,7 @@ def arm_flags(arm: str) -> list[str]:
     if arm == "optuna":
         return ["--strategy", "optuna"]  # the optuna search asks no cost model (SearchKind.uses_cost_model)
     name, _, online = arm.partition(":")
-    return ["--cost-model", name] + (["--online-update", online] if online else [])
+    return cost_model_flags(name) + (["--online-update", online] if online else [])
 
 
 def run_one(model: str, cost_model: str, seed: int, trials: int, work_root: str, extra: list[str] = (),

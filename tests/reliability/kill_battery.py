@@ -32,7 +32,7 @@ PY = sys.executable
 
 def _tune_cmd(wd: str, trials: int) -> list[str]:
     return [PY, "-m", "autotune.tune", "--model", "tiny", "--trials", str(trials), "--trials-per-round", "4",
-            "--skip-untuned", "--bench-rounds", "1", "--cost-model", "ms-xgb", "--work-dir", wd]
+            "--skip-untuned", "--bench-rounds", "1", "--cost-model", "stock", "--work-dir", wd]
 
 
 def _collect_cmd(out: str, programs: int) -> list[str]:

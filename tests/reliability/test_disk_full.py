@@ -28,7 +28,7 @@ def small_disk(tmp_path):
 
 def _tune(wd: str, trials: int) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", str(trials),
-           "--trials-per-round", "4", "--cost-model", "ms-xgb", "--work-dir", wd, "--skip-untuned",
+           "--trials-per-round", "4", "--cost-model", "stock", "--work-dir", wd, "--skip-untuned",
            "--bench-rounds", "1"]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 

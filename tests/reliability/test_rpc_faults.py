@@ -111,7 +111,7 @@ def test_servers_killed_mid_run(tmp_path):
     wd = str(tmp_path / "wd")
     with local_farm_servers("kill-key", 2) as (addr, servers):
         cmd = [sys.executable, "-m", "autotune.tune", "--model", "tiny_mlp", "--trials", "16", "--trials-per-round",
-               "4", "--cost-model", "ms-xgb", "--work-dir", wd, "--skip-untuned", "--bench-rounds", "1",
+               "4", "--cost-model", "stock", "--work-dir", wd, "--skip-untuned", "--bench-rounds", "1",
                "--rpc-tracker", addr, "--rpc-key", "kill-key"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _wait_records(proc, wd, 4)
