@@ -83,9 +83,7 @@ def test_auto_without_a_model_for_this_hardware_takes_the_nearest(models, caplog
         resolved = resolve("auto", _target(ROCKETLAKE), models_dir=str(models))
     # znver3 (AVX2, 2 cores) is nearer to an AVX-512 2-core CPU than x86-64-v2 (1 core, no AVX); cuda never;
     # on other hardware auto prefers its ms-mlp (AUTO_ORDER_OTHER_HARDWARE), if the fixture has one
-    from autotune.tuning.costmodels import AUTO_ORDER_OTHER_HARDWARE
-
-    from autotune.tuning.costmodels import folder_of
+    from autotune.tuning.costmodels import AUTO_ORDER_OTHER_HARDWARE, folder_of
 
     first = next(folder_of(k) for k in AUTO_ORDER_OTHER_HARDWARE
                  if (models / "cpu-znver3-2c" / folder_of(k) / "model.json").exists())
