@@ -105,6 +105,7 @@ MODELS ?= xgb,xgb-reg,ms-xgb,ms-mlp,seq,seq-lstm,seq-lstm-cos,seq-lstm-rows,seq-
 train-costmodel: features
 	$(PY) -m autotune.costmodel.train --dataset $(DATASET) --seeds $(SEEDS) --jobs $(JOBS) --models $(MODELS) \
 	    --save-seeds $(SEEDS_DIR) --teachers-from $(SEEDS_DIR)
+	$(PY) experiments/costmodel/readings.py --dataset $(DATASET)
 
 # After train-costmodel: TCL claim T2 (Mamba vs LSTM vs attention mixers, ~40 min of fits, resumable), where
 # held-out top-1 is lost and rank ensembles of the saved models, offline scores vs tuning (no training), the

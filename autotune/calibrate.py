@@ -217,8 +217,8 @@ def _measure(out: str, target, tasks: list[dict], args) -> None:
 def _fit(root: str, hw: str, models_dir: str, exclude=()) -> str:
     """Adapt (or, for a large dataset, train) this CPU's xgb on the dataset at ``root``; save and card it."""
     from autotune.costmodel import load
-    from autotune.costmodel.data import load_training_data
-    from autotune.costmodel.train import manifest_sha256, params_for
+    from autotune.costmodel.data import load_training_data, manifest_sha256
+    from autotune.costmodel.train import params_for
     from autotune.costmodel.xgb import XGBCostModel
     from autotune.hardware import describe, descriptor
 

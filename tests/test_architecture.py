@@ -103,6 +103,13 @@ def test_learning_side_never_imports_the_tvm_side():
     assert not bad, "the learning side reaches TVM:\n" + "\n".join(bad)
 
 
+def test_the_package_never_imports_experiments_or_benchmarks():
+    """experiments/ and benchmarks/ read the package; the package never reads them (a user's install has neither)."""
+    bad = violations(sorted(PKG.rglob("*.py")), ("experiments", "benchmarks", "readings", "run", "real_budget",
+                                                 "data_curve", "snapshots", "attribution", "_peers"))
+    assert not bad, "the package imports an experiment or a benchmark:\n" + "\n".join(bad)
+
+
 def test_data_does_not_import_costmodel():
     bad = violations(source_files("autotune.data"), ("autotune.costmodel",))
     assert not bad, "autotune.data imports upward:\n" + "\n".join(bad)

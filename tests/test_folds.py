@@ -24,7 +24,7 @@ def test_fold_split_keeps_every_task_of_the_held_out_network_out():
 def test_folds_cli_summary_resume_and_comparison(tmp_path, cli):
     import numpy as np
 
-    from autotune.costmodel.train import folds_lines, folds_reading
+    from autotune.costmodel.comparison import folds_lines, folds_reading
 
     args = ["autotune.costmodel.folds", "--dataset", TEST_DATASET, "--models", "ms-xgb", "--quick",
             "--results", str(tmp_path)]

@@ -159,8 +159,8 @@ def test_mlp_with_hardware_features_injects_the_cpu_per_store(slices, tmp_path):
 @pytest.mark.slow
 def test_pooled_model_card_names_every_dataset_and_auto_can_take_it(tmp_path, monkeypatch):
     from autotune.costmodel import load
+    from autotune.costmodel.data import manifest_sha256
     from autotune.costmodel.pooled import train_pooled
-    from autotune.costmodel.train import manifest_sha256
 
     out = str(tmp_path / "pooled" / "xgb")
     assert train_pooled(SLICES, "xgb", out) == 0

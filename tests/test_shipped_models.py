@@ -21,7 +21,7 @@ def test_there_are_shipped_models():
 
 @pytest.mark.parametrize("card_path", CARDS, ids=lambda p: os.path.relpath(os.path.dirname(p), ROOT))
 def test_card_names_the_current_dataset_it_was_trained_on(card_path):
-    from autotune.costmodel.train import manifest_sha256
+    from autotune.costmodel.data import manifest_sha256
 
     with open(card_path, encoding="utf-8") as f:
         card = json.load(f)

@@ -10,10 +10,22 @@ import sys
 
 import pytest
 
-from autotune.costmodel.train import TARGETS, _keep_other_rows, compare, done_when, paired_table
+from autotune.costmodel.comparison import compare, paired_table
+from autotune.costmodel.train import _keep_other_rows
 from tests.conftest import ROOT
 
+sys.path.insert(0, os.path.join(ROOT, "experiments", "costmodel"))  # readings.py: issue 12's targets and readers
+from readings import TARGETS, done_when  # noqa: E402  experiments/costmodel/readings.py
+
 TEST_DATASET = os.path.join(ROOT, "tests", "data", "tiny_dataset")
+READINGS = os.path.join(ROOT, "experiments", "costmodel", "readings.py")
+
+
+def _add_readings(models, results) -> None:
+    """What make train-costmodel runs after training: the experiments' readings and the done-when block."""
+    res = subprocess.run([sys.executable, READINGS, "--dataset", TEST_DATASET, "--models-dir", str(models),
+                          "--results", str(results)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
 
 
 def test_train_costmodel_quick(cli, tmp_path):
@@ -24,6 +36,8 @@ def test_train_costmodel_quick(cli, tmp_path):
               "--models", "xgb,ms-xgb,ms-mlp,seq,random", "--models-dir", str(models), "--results", str(results),
               timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "done_when" not in json.loads((results / "comparison.json").read_text())  # the package's part alone
+    _add_readings(models, results)
     comparison = json.loads((results / "comparison.json").read_text())
     kinds = [r["kind"] for r in comparison["rows"]]
     assert kinds == ["xgb", "ms-xgb", "ms-mlp", "seq", "random"]
@@ -119,6 +133,7 @@ def test_train_costmodel_over_seeds(cli, tmp_path):
               "--models", "xgb", "--seeds", "1", "--models-dir", str(tmp_path / "m"), "--results", str(tmp_path / "r"),
               timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
+    _add_readings(tmp_path / "m", tmp_path / "r")
     again = json.loads((tmp_path / "r" / "comparison.json").read_text())
     assert [r["kind"] for r in again["rows"]] == ["xgb", "random"]
     assert again["rows"][1] == random_row
@@ -186,7 +201,7 @@ def test_done_when_reads_the_throughput_benchmark(tmp_path):
     """The programs/s targets read the newest side-by-side benchmark of the same saved models
     (benchmarks/predict_throughput.py), not the loaded reading after a fit; a benchmark older than a model
     timed an earlier model and is not used for it; a benchmark of other models is ignored."""
-    from autotune.costmodel.train import latest_throughput_benchmark
+    from readings import latest_throughput_benchmark  # experiments/costmodel/readings.py
 
     def bench(name, models_dir, time, rates):
         (tmp_path / f"predict_throughput_{name}.json").write_text(json.dumps(
@@ -504,7 +519,9 @@ def test_data_curve_reading_hand_computed(tmp_path):
     """comparison.md's 'why' block reads data_curve.json of the same dataset: top-1 at all programs, the slope
     per doubling and the programs per task that slope would need for 0.75 (0.55 + 0.05·d = 0.75: d = 4
     doublings of 30 programs per task: 480); a quick run or another dataset's curve is not read."""
-    from autotune.costmodel.train import data_curve_reading, markdown_table
+    from readings import data_curve_reading  # experiments/costmodel/readings.py
+
+    from autotune.costmodel.comparison import markdown_table
 
     curve = {"dataset_manifest_sha256": "abc", "quick": False, "missing": [],
              "slope_per_doubling": {"ms-xgb": {"all_top1": 0.05}, "xgb": {"all_top1": -0.01},
@@ -535,7 +552,9 @@ def test_top1_loss_reading_hand_computed(tmp_path):
     """comparison.md says where the best sequence model loses top-1, from top1_analysis.json of the same dataset:
     top-1 0.6 loses 0.4, of which 0.3 in catastrophic picks = 75%; another dataset's or kind's analysis is not
     read; the best sequence model is the one with the highest mean top-1."""
-    from autotune.costmodel.train import best_sequence_kind, markdown_table, top1_loss_reading
+    from readings import best_sequence_kind, top1_loss_reading  # experiments/costmodel/readings.py
+
+    from autotune.costmodel.comparison import markdown_table
 
     worst = {"name": "fused_conv2d5", "loss_share": 0.2, "pick_over_best": 8.0, "task": "k", "weight": 1.0}
     analysis = {"dataset_manifest_sha256": "abc", "catastrophic_ratio": 2.0, "cards": {"seq-lstm-cos": "0123456789ab"},
@@ -565,7 +584,7 @@ def test_top1_loss_reading_hand_computed(tmp_path):
 def test_results_folder_per_hardware(tmp_path):
     """The main dataset's comparison is the results root; another hardware's goes to a subfolder by default,
     and a folder holding another hardware's comparison is refused (it would be overwritten) with exit 2."""
-    from autotune.costmodel.train import MAIN_HARDWARE, RESULTS_ROOT, resolve_results, results_dir_for
+    from autotune.costmodel.comparison import MAIN_HARDWARE, RESULTS_ROOT, resolve_results, results_dir_for
     from autotune.errors import UserError
 
     assert results_dir_for(MAIN_HARDWARE) == RESULTS_ROOT
@@ -578,7 +597,7 @@ def test_results_folder_per_hardware(tmp_path):
 
 
 def test_reproduce_command_names_dataset_models_seeds_and_folder():
-    from autotune.costmodel.train import reproduce_command
+    from autotune.costmodel.comparison import reproduce_command
 
     result = {"dataset": "datasets/x", "rows": [{"kind": "xgb"}, {"kind": "seq-lstm"}], "seeds": [0, 1, 2]}
     assert reproduce_command(result) == "python -m autotune.costmodel.train --dataset datasets/x --models xgb,seq-lstm --seeds 3"

@@ -3,6 +3,8 @@ come from the dataset's cache, which ``python -m autotune.collection.features`` 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -235,3 +237,8 @@ def load_training_data(root: str, min_programs: int = 2, merge: bool = True) -> 
     idx = np.nonzero(ok)[0]
     return TrainingData(full.subset(idx), latency[idx], groups[idx], task_keys, tasks, manifest, sampler[idx],
                         copies[idx])
+
+
+def manifest_sha256(manifest: dict) -> str:
+    """The dataset identity results and cards record: sha256 of its manifest as sorted JSON."""
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()

@@ -100,9 +100,10 @@ def run(args) -> int:
     from autotune.errors import UserError
 
     from . import REGISTRY, create, takes_seed
-    from .data import load_training_data
+    from .comparison import resolve_results
+    from .data import load_training_data, manifest_sha256
     from .evaluate import evaluate as evaluate_views
-    from .train import manifest_sha256, params_for, resolve_results
+    from .train import params_for
 
     setup_logging()
     kinds = [k for k in args.models.split(",") if k]

@@ -26,8 +26,7 @@ KINDS = ("xgb", "ms-mlp")
 
 
 def main(argv=None) -> int:
-    from autotune.env import REPO
-    from autotune.tuning.costmodels import DEFAULT_MODELS_DIR
+    from autotune.env import DEFAULT_MODELS_DIR, REPO
 
     ap = argparse.ArgumentParser(prog="python -m autotune.costmodel.pooled", description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default=None, help="comma-separated CPU datasets (default: every datasets/cpu-*)")
@@ -73,7 +72,8 @@ def stack(parts: list):
 
 def train_pooled(paths: list[str], kind: str, out_dir: str, seed: int = 0) -> int:
     from autotune.costmodel import create
-    from autotune.costmodel.train import manifest_sha256, params_for
+    from autotune.costmodel.data import manifest_sha256
+    from autotune.costmodel.train import params_for
     from autotune.data.splits import TEST_MODELS
     from autotune.hardware import describe
 

@@ -38,6 +38,8 @@ import math
 import os
 from dataclasses import dataclass
 
+from autotune.env import DEFAULT_MODELS_DIR
+from autotune.env import REPO as _REPO
 from autotune.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -86,10 +88,6 @@ AUTO_POOLED_KIND: str | None = None
 POOLED_DIR = "pooled"
 ISA_FEATURES = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-tile",
                 "neon", "dotprod", "sve")
-# the shipped models beside the package (an editable install from the repository), whatever the working
-# directory; AUTOTUNE_MODELS_DIR points elsewhere (a folder of <hardware id>/<kind>/ like models/)
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_MODELS_DIR = os.environ.get("AUTOTUNE_MODELS_DIR") or os.path.join(_REPO, "models")
 
 
 def check_name(name: str) -> None:

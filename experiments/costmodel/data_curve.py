@@ -133,9 +133,10 @@ def _main(args) -> int:
     import logging
 
     from autotune.costmodel import create_seeded
-    from autotune.costmodel.data import load_split
+    from autotune.costmodel.comparison import results_dir_for
+    from autotune.costmodel.data import load_split, manifest_sha256
     from autotune.costmodel.evaluate import evaluate
-    from autotune.costmodel.train import manifest_sha256, params_for, results_dir_for
+    from autotune.costmodel.train import params_for
     from autotune.data.splits import HELD_OUT_MODELS
 
     log = logging.getLogger("autotune.experiments.data_curve")

@@ -158,7 +158,7 @@ def _main(args) -> int:
             rows.append({"members": list(combo), "runs": runs,
                          **{m: float(np.mean([x[m] for x in runs])) for m in ("task_top1", "top1", "top5")},
                          "task_top1_sd": sd([x["task_top1"] for x in runs]), "top1_sd": sd([x["top1"] for x in runs])})
-    from autotune.costmodel.train import folder_bytes
+    from autotune.costmodel.comparison import folder_bytes
 
     hw_dir = os.path.join(args.models_dir, data.manifest["hardware"]["hardware_id"])
     sizes = {k: folder_bytes(os.path.join(hw_dir, k)) for k in have

@@ -163,7 +163,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> int:
-        from autotune.costmodel.train import manifest_sha256, results_dir_for
+        from autotune.costmodel.comparison import results_dir_for
+        from autotune.costmodel.data import manifest_sha256
         from autotune.data.store import DatasetError, read_manifest
 
         if args.top < 1 or args.random < 0:

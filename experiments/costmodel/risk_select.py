@@ -102,9 +102,10 @@ def _selected(args) -> int:
 
 def _main(args) -> int:
     from autotune.costmodel import REGISTRY, create_seeded, model_class
+    from autotune.costmodel.comparison import resolve_results
     from autotune.costmodel.data import load_selection_split, validation_parts
     from autotune.costmodel.ensemble import EnsembleCostModel, within_task_scale
-    from autotune.costmodel.train import params_for, resolve_results
+    from autotune.costmodel.train import params_for
 
     if args.kind not in REGISTRY or args.kind == "random" or issubclass(model_class(args.kind), EnsembleCostModel):
         raise UserError(f"--kind: {args.kind!r} is not a single seeded model; valid: "

@@ -63,9 +63,10 @@ def _main(args) -> int:
     comparison = None if args.train_only else _read_comparison(args.comparison)
     setup_logging()
     from autotune.costmodel import load
+    from autotune.costmodel.comparison import folder_bytes
     from autotune.costmodel.data import load_training_data
     from autotune.costmodel.evaluate import over_seeds
-    from autotune.costmodel.train import folder_bytes, train_seeds
+    from autotune.costmodel.train import train_seeds
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     data = load_training_data(args.dataset)
@@ -143,7 +144,7 @@ def _side_by_side(models: dict, data, test_keys, rounds: int, programs: int = 20
 
 
 def markdown(result: dict) -> str:
-    from autotune.costmodel.train import _pm
+    from autotune.costmodel.comparison import _pm
 
     rows = result["rows"]
     mamba, mlp = rows["seq"]["predict_programs_per_s"], rows["ms-mlp"]["predict_programs_per_s"]

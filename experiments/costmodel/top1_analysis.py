@@ -77,9 +77,8 @@ def zscore_per_task(score: np.ndarray, groups: np.ndarray) -> np.ndarray:
 def _main(args) -> int:
     setup_logging()
     from autotune.costmodel import REGISTRY, load
-    from autotune.costmodel.data import load_training_data
+    from autotune.costmodel.data import load_training_data, manifest_sha256
     from autotune.costmodel.evaluate import score_part
-    from autotune.costmodel.train import manifest_sha256
     from autotune.data.splits import HELD_OUT_MODELS, split_by_model
 
     unknown = [k for k in comma_list(args.members) if k not in REGISTRY]
