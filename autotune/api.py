@@ -37,18 +37,14 @@ class CompiledModel:
 
 
 def _prepare(model: torch.nn.Module, example_inputs: tuple, target, num_threads: int | None):
-    """The target (threads for TVM's runtime pool taken from it, as the CLI does) and the bound module."""
+    """The target (threads for TVM's runtime pool taken from it, as the CLI does) and the exported model."""
     from autotune.tvmrt.target import parse_target, use_target_threads
 
     tgt = parse_target(target, num_cores=num_threads) if isinstance(target, str | dict) else target
     use_target_threads(tgt, num_threads, check=True)  # unset, TVM runs 1 thread on a 2-core machine
     with torch.no_grad():
         exported = torch.export.export(model.eval(), tuple(example_inputs))
-    loaded = LoadedModel(type(model).__name__, exported, tuple(example_inputs), "api", model)
-    from autotune.frontend import relax as fe
-
-    mod, params = fe.import_exported(exported)
-    return tgt, loaded, fe.bind_and_simplify(mod, params)
+    return tgt, LoadedModel(type(model).__name__, exported, tuple(example_inputs), "api", model)
 
 
 def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", database_dir: str | None = None,
@@ -61,7 +57,8 @@ def compile_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm
     from autotune.frontend import relax as fe
     from autotune.tvmrt.database import open_json_database
 
-    tgt, _, mod = _prepare(model, example_inputs, target, num_threads)
+    tgt, loaded = _prepare(model, example_inputs, target, num_threads)
+    mod = fe.bind_and_simplify(*loaded.relax_module())
     t0 = time.perf_counter()
     database = open_json_database(database_dir) if database_dir else None
     exe = fe.compile_with_database(mod, tgt, database)
@@ -72,44 +69,33 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
                seed: int = 0, num_threads: int | None = None, trials_per_round: int = 16,
                first_round_trials: int | None = FIRST_ROUND_TRIALS_DEFAULT, cost_model: str = "auto", online_update: str = "finetune",
                layout_rewrite: str = "auto", conv_layout: str = "auto") -> CompiledModel:
-    """Tune with MetaSchedule (our loop: pooled builder, resume from ``work_dir``) and compile.
+    """Tune and compile through the CLI's own pipeline (``autotune.tune.run_session``: the work-dir lock, the
+    layouts as ``work_dir`` was tuned, resume, report.json, tuning curve), without timing the untuned model.
 
     ``cost_model`` / ``online_update``: as the CLI's ``--cost-model`` / ``--online-update``
     (``autotune.tuning.costmodels``); ``tm.cost_model_used`` says what was used. ``layout_rewrite``: as the
-    CLI's ``--layout-rewrite`` (auto: as ``work_dir``'s database was tuned, else the target's default);
-    ``conv_layout`` as ``--conv-layout``, the same way; ``first_round_trials`` as ``--first-round-trials``
-    (None: a whole round)."""
-    from autotune.frontend import relax as fe
-    from autotune.tuning.config import SearchConfig, TuneConfig, resolve_conv_layout, resolve_layout_rewrite
+    CLI's ``--layout-rewrite`` (auto: as ``work_dir`` was tuned, else the target's default); ``conv_layout`` as
+    ``--conv-layout``, the same way; ``first_round_trials`` as ``--first-round-trials`` (None: a whole round)."""
+    from autotune.tune import run_session
+    from autotune.tuning.config import SearchConfig, TuneConfig
     from autotune.tuning.costmodels import resolve
-    from autotune.tuning.tuner import tune
-    from autotune.tvmrt.database import open_json_database
     from autotune.tvmrt.measure import Measurer
 
     config = TuneConfig(model=type(model).__name__, target=target, trials=trials, work_dir=work_dir, seed=seed,
                         cost_model=cost_model, online_update=online_update, num_cores=num_threads,
                         search=SearchConfig(num_trials_per_iter=trials_per_round, first_round_trials=first_round_trials),
-                        layout_rewrite=layout_rewrite,
-                        conv_layout=conv_layout)
-    tgt, _, mod = _prepare(model, example_inputs, config.target, config.num_cores)
+                        layout_rewrite=layout_rewrite, conv_layout=conv_layout, time_untuned=False, bench_rounds=1)
+    tgt, loaded = _prepare(model, example_inputs, config.target, config.num_cores)
     resolved = resolve(config.cost_model, tgt, online=config.online_update,
                        uses_cost_model=config.search.uses_cost_model)
-    database = open_json_database(work_dir)
-    tuned_with = fe.uses_layout_rewrite(database) if len(database) else None
-    rewrite = resolve_layout_rewrite(config.layout_rewrite, tgt.kind.name, tuned_with, work_dir)
-    layout = resolve_conv_layout(config.conv_layout, tgt.kind.name, fe.tuned_conv_layout(database), work_dir)
-    mod = fe.convert_conv_layout(mod, layout)
-    tasks = fe.extract_tasks(mod, tgt, layout_rewrite=rewrite)
     measurer = Measurer(tgt)
-    t0 = time.perf_counter()
     try:
-        tune(tasks, tgt, database, measurer, work_dir=work_dir, max_trials=config.trials, cost_model=resolved,
-             search=config.search, seed=config.seed)
+        report, session = run_session(config, tgt, measurer, resolved, loaded)
     finally:
         measurer.close()
-    tuning = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    exe = fe.compile_with_database(mod, tgt, database, layout_rewrite=rewrite, conv_layout=layout)
-    compiled = CompiledModel(fe.VMRunner(exe), time.perf_counter() - t0, tuning, work_dir)
+    from autotune.frontend import relax as fe
+
+    wall = report["wall_s"]
+    compiled = CompiledModel(fe.VMRunner(session.tuned_exe), wall["compile"], wall["tuning"], work_dir)
     compiled.cost_model_used = resolved.used
     return compiled

@@ -227,11 +227,19 @@ def _calibrate_first(target) -> None:
 
 def _tune(config: TuneConfig, target, measurer, cost_model) -> int:
     from autotune.frontend.models import load_model
+
+    model = load_model(config.model, batch_size=config.batch_size, input_shape=config.input_shape, seed=config.seed)
+    run_session(config, target, measurer, cost_model, model)
+    return 0
+
+
+def run_session(config: TuneConfig, target, measurer, cost_model, model):
+    """The one pipeline of the CLI and the API: lock the work dir, check it against this run, tune, compile,
+    check and time, write report.json and the run summary. Returns (report, session)."""
     from autotune.tuning.session import TuneSession
     from autotune.tuning.summary import write_run_summary
     from autotune.tvmrt.target import target_json
 
-    model = load_model(config.model, batch_size=config.batch_size, input_shape=config.input_shape, seed=config.seed)
     work_dir = config.work_dir or os.path.join("runs", f"{model.name}-{target.kind.name}")
     meta = {
         "model": model.name,
@@ -247,7 +255,7 @@ def _tune(config: TuneConfig, target, measurer, cost_model) -> int:
     report = session.run(cost_model)
     write_json(os.path.join(work_dir, "report.json"), report)
     _print_summary(report, work_dir, *write_run_summary(report, work_dir))
-    return 0
+    return report, session
 
 
 def _print_summary(report: dict, work_dir: str, curve_png: str, tasks_md: str) -> None:

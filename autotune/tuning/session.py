@@ -76,6 +76,7 @@ class TuneSession:
         tuned_exe = fe.compile_with_database(mod, self.target, database, layout_rewrite=self.layout_rewrite,
                                              conv_layout=self.conv_layout)
         times.compile_s = time.time() - t0
+        self.tuned_exe = tuned_exe  # the API hands it on as a callable
         lib_path = os.path.join(self.work_dir, f"{self.model.name}.so")
         _export(tuned_exe, lib_path)
         untuned_exe = (fe.compile_with_database(mod, self.target, conv_layout=self.conv_layout)
@@ -87,6 +88,7 @@ class TuneSession:
 
     def _tune(self, tasks, database, cost_model: Resolved, times: _Timings):
         config = self.config
+        own = self.measurer is None  # a measurer the caller passed is the caller's to close
         measurer = self.measurer or Measurer(self.target)
         progress = Progress(config.trials, f"tuning {self.model.name}", done=None)  # the tuner sets both
         t0 = time.time()
@@ -99,7 +101,8 @@ class TuneSession:
         finally:
             times.tune_s = time.time() - t0
             progress.close()
-            measurer.close()
+            if own:
+                measurer.close()
 
     def _report(self, cost_model: Resolved, states, stats, times: _Timings, arms: dict, numerics: dict,
                 lib_path: str) -> dict:
