@@ -25,6 +25,24 @@ FORMAT = 2  # comparison.json layout: rows with seeds, views and over_seeds per 
 READINGS = ("done_when", "data_curve", "top1_losses")  # what experiments/costmodel/readings.py adds
 
 
+def read_comparison(dataset: str, results: str | None, flag: str) -> tuple[dict, str]:
+    """(comparison.json of ``dataset``'s hardware, its folder); a missing, unreadable or older-layout file is a
+    UserError naming ``flag``."""
+    from autotune.data.store import read_manifest
+
+    results = resolve_results(results, read_manifest(dataset)["hardware"]["hardware_id"])
+    path = os.path.join(results, "comparison.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+    except (OSError, ValueError) as err:
+        raise UserError(f"{flag}: cannot read {path} ({err}); train first (make train-costmodel)") from None
+    if result.get("format") != FORMAT:
+        raise UserError(f"{flag}: {path} has layout {result.get('format')!r}, this code reads {FORMAT}; "
+                        "retrain (make train-costmodel)")
+    return result, results
+
+
 def write_comparison(result: dict, models_dir: str, results_dir: str, keep_readings: bool = True) -> None:
     """What follows from the rows — the paired table, the models folder's size, the fold rotation run on this
     dataset — then comparison.json / .md. ``keep_readings``: readings an earlier run of

@@ -129,18 +129,9 @@ def main(argv=None) -> int:
 
 
 def _summarize(args) -> int:
-    from autotune.data.store import read_manifest
+    from autotune.costmodel.comparison import read_comparison
 
-    args.results = resolve_results(args.results, read_manifest(args.dataset)["hardware"]["hardware_id"])
-    path = os.path.join(args.results, "comparison.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            result = json.load(f)
-    except (OSError, ValueError) as err:
-        raise UserError(f"--summarize-only: cannot read {path} ({err}); train first (make train-costmodel)") from None
-    if result.get("format") != FORMAT:
-        raise UserError(f"--summarize-only: {path} has layout {result.get('format')!r}, this code reads {FORMAT}; "
-                        "retrain (make train-costmodel)")
+    result, args.results = read_comparison(args.dataset, args.results, "--summarize-only")
     write_comparison(result, args.models_dir, args.results)
     return 0
 

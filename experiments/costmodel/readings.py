@@ -22,14 +22,12 @@ sys.path.insert(0, ROOT)
 
 from autotune.cli import run_main  # noqa: E402
 from autotune.costmodel.comparison import (  # noqa: E402
-    FORMAT,
     compare,
-    resolve_results,
+    read_comparison,
     result_of_dataset,
     write_comparison,
 )
 from autotune.costmodel.train import is_sequence_model  # noqa: E402
-from autotune.errors import UserError  # noqa: E402
 
 BENCH_DIR = os.path.join("benchmarks", "results")
 # issue 12's done-when targets (held-out, view "all", mean over seeds; throughput on this CPU)
@@ -47,17 +45,7 @@ def main(argv=None) -> int:
 
 
 def add_readings(dataset: str, models_dir: str, results: str | None) -> int:
-    from autotune.data.store import read_manifest
-
-    results = resolve_results(results, read_manifest(dataset)["hardware"]["hardware_id"])
-    path = os.path.join(results, "comparison.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            result = json.load(f)
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot read {path} ({err}); train first (make train-costmodel)") from None
-    if result.get("format") != FORMAT:
-        raise UserError(f"{path} has layout {result.get('format')!r}, this code reads {FORMAT}; retrain")
+    result, results = read_comparison(dataset, results, "--results")
     readings(result, models_dir, results)
     write_comparison(result, models_dir, results)
     return 0
