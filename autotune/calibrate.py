@@ -38,8 +38,8 @@ import time
 import numpy as np
 
 from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json
-from autotune.env import REPO
 from autotune.errors import UserError
+from autotune.paths import REPO
 
 logger = logging.getLogger("autotune.calibrate")
 

@@ -13,11 +13,7 @@ import json
 import os
 
 from autotune.cli import run_main, versions
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # datasets/ and models/ beside the package
-# the shipped models beside the package (an editable install from the repository), whatever the working
-# directory; AUTOTUNE_MODELS_DIR points elsewhere (a folder of <hardware id>/<kind>/ like models/)
-DEFAULT_MODELS_DIR = os.environ.get("AUTOTUNE_MODELS_DIR") or os.path.join(REPO, "models")
+from autotune.paths import REPO
 
 
 def shipped(root: str, hw: str) -> dict:

@@ -27,6 +27,27 @@ TVM_SIDE = (
     "autotune.tune", "autotune.api", "autotune.collect",
 )
 MAX_FUNCTION_LINES = 80
+# Who may import whom: one row per unit of the package (a top-level module or a subpackage of autotune), read
+# bottom-up. Every import between two units must be an arrow of this table (lazy imports included), and the
+# table has no cycle: a new arrow is a design decision made here, not a side effect of an edit elsewhere.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(), "timing": set(), "hardware": set(), "paths": set(), "progress": set(),
+    "cli": {"errors"}, "untrusted": {"errors"}, "lock": {"errors"}, "db": {"cli", "errors", "lock"},
+    "data": {"cli", "errors"},
+    "zoo": {"untrusted"},
+    "costmodel": {"cli", "data", "errors", "hardware", "paths"},
+    "tvmrt": {"db", "errors", "hardware"},
+    "frontend": {"errors", "tvmrt", "zoo"},
+    "env": {"cli", "hardware", "paths", "tvmrt"},
+    "tuning": {"cli", "costmodel", "data", "errors", "frontend", "hardware", "paths", "progress", "timing", "tvmrt"},
+    "collection": {"cli", "costmodel", "data", "errors", "frontend", "hardware", "progress", "tuning", "tvmrt", "zoo"},
+    "cuda": {"cli", "collection", "data", "errors", "tvmrt"},
+    "testing": {"costmodel", "data", "tuning", "tvmrt"},
+    "calibrate": {"cli", "collection", "costmodel", "data", "errors", "hardware", "paths", "tuning", "tvmrt"},
+    "tune": {"calibrate", "cli", "costmodel", "errors", "frontend", "lock", "tuning", "tvmrt"},
+    "collect": {"cli", "collection", "costmodel", "data", "errors", "lock", "tuning", "tvmrt"},
+    "api": {"frontend", "tune", "tuning", "tvmrt"},
+}
 
 
 def module_name(path: Path) -> str:
@@ -95,6 +116,62 @@ def test_learning_side_imports_without_tvm():
     assert int(count_and_names.split()[0]) >= 10, f"too few modules walked: {count_and_names}"
     assert "autotune.costmodel.train" in count_and_names.split()  # the walk reached the CLIs too
     assert loaded == "clean", f"importing the learning side loaded {loaded}"
+
+
+def unit_of(name: str) -> str | None:
+    """The ALLOWED unit a dotted module name belongs to (None outside the package or for the package itself)."""
+    parts = name.split(".")
+    if parts[0] != "autotune" or len(parts) < 2:
+        return None
+    base = ROOT / "autotune" / parts[1]
+    return parts[1] if base.with_suffix(".py").exists() or base.is_dir() else None
+
+
+def arrows_outside_the_table(files: list[Path]) -> list[str]:
+    out = []
+    for f in files:
+        src = unit_of(module_name(f))
+        for line, name in imported_modules(f):
+            dst = unit_of(name)
+            if src and dst and dst != src and dst not in ALLOWED.get(src, set()):
+                out.append(f"{f.relative_to(ROOT)}:{line} imports {name} ({src} -> {dst} is not in ALLOWED)")
+    return out
+
+
+def test_every_import_is_an_arrow_of_the_layer_table():
+    units = {unit_of(module_name(f)) for f in PKG.rglob("*.py")} - {None}
+    assert units == set(ALLOWED), f"units without a row: {sorted(units - set(ALLOWED))}; rows without a unit: " \
+                                  f"{sorted(set(ALLOWED) - units)}"
+    bad = arrows_outside_the_table(sorted(PKG.rglob("*.py")))
+    assert not bad, "imports the layer table does not allow:\n" + "\n".join(bad)
+
+
+def test_the_layer_table_has_no_cycle():
+    state: dict[str, int] = {}
+
+    def visit(u: str, path: list[str]) -> None:
+        assert state.get(u) != 1, "cycle: " + " -> ".join([*path, u])
+        if state.get(u) == 2:
+            return
+        state[u] = 1
+        for v in ALLOWED[u]:
+            visit(v, [*path, u])
+        state[u] = 2
+
+    for u in ALLOWED:
+        visit(u, [])
+
+
+def test_a_planted_upward_import_is_caught(tmp_path, monkeypatch):
+    pkg = tmp_path / "autotune" / "data"
+    pkg.mkdir(parents=True)
+    (tmp_path / "autotune" / "tuning").mkdir()
+    f = pkg / "upward.py"
+    f.write_text("def f():\n    from autotune.tuning import session\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert arrows_outside_the_table([f]) == [
+        "autotune/data/upward.py:2 imports autotune.tuning (data -> tuning is not in ALLOWED)",
+        "autotune/data/upward.py:2 imports autotune.tuning.session (data -> tuning is not in ALLOWED)"]
 
 
 def test_learning_side_never_imports_the_tvm_side():

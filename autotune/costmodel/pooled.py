@@ -26,7 +26,7 @@ KINDS = ("xgb", "ms-mlp")
 
 
 def main(argv=None) -> int:
-    from autotune.env import DEFAULT_MODELS_DIR, REPO
+    from autotune.paths import DEFAULT_MODELS_DIR, REPO
 
     ap = argparse.ArgumentParser(prog="python -m autotune.costmodel.pooled", description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default=None, help="comma-separated CPU datasets (default: every datasets/cpu-*)")

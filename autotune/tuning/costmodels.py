@@ -38,9 +38,9 @@ import math
 import os
 from dataclasses import dataclass
 
-from autotune.env import DEFAULT_MODELS_DIR
-from autotune.env import REPO as _REPO
 from autotune.errors import UserError
+from autotune.paths import DEFAULT_MODELS_DIR
+from autotune.paths import REPO as _REPO
 
 logger = logging.getLogger(__name__)
 

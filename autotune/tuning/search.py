@@ -18,12 +18,9 @@ import TVM (the CLI validates ``--strategy`` before TVM starts); ``create`` does
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
 from autotune.errors import UserError
-
-if TYPE_CHECKING:
-    from autotune.tuning.config import SearchConfig
 
 
 class SearchKind(ABC):
@@ -44,7 +41,9 @@ class SearchKind(ABC):
     uses_cost_model: ClassVar[bool]
 
     @abstractmethod
-    def create(self, config: SearchConfig): ...
+    # config: a tuning.config.SearchConfig (not imported: config validates --strategy through this module, and an
+    # arrow back would make the two a loop)
+    def create(self, config: Any): ...
 
 
 SEARCH_KINDS: dict[str, type[SearchKind]] = {}
