@@ -1,7 +1,8 @@
 """A small programmatic API: tune or compile a torch.nn.Module with TVM, get a torch-like callable.
 
-    from autotune.api import tune_torch, compile_torch
+    from autotune.api import tune_torch, tune_onnx, compile_torch
     tm = tune_torch(model, (x,), target="llvm", trials=64, work_dir="runs/mlp")
+    om = tune_onnx("model.onnx", trials=64, work_dir="runs/onnx")      # an ONNX file with static shapes
     y = tm(x)                     # torch.Tensor (or a tuple of them)
     tm.tuning_seconds, tm.compile_seconds, tm.work_dir
     cm = compile_torch(model, (x,), database_dir="runs/mlp")   # re-use a database (warm cache)
@@ -76,16 +77,43 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
     (``autotune.tuning.costmodels``); ``tm.cost_model_used`` says what was used. ``layout_rewrite``: as the
     CLI's ``--layout-rewrite`` (auto: as ``work_dir`` was tuned, else the target's default); ``conv_layout`` as
     ``--conv-layout``, the same way; ``first_round_trials`` as ``--first-round-trials`` (None: a whole round)."""
-    from autotune.tune import run_session
+    config = _config(type(model).__name__, locals())
+    tgt, loaded = _prepare(model, example_inputs, config.target, config.num_cores)
+    return _tune_loaded(loaded, tgt, config)
+
+
+def tune_onnx(path: str, *, target="llvm", trials: int, work_dir: str, seed: int = 0, num_threads: int | None = None,
+              trials_per_round: int = 16, first_round_trials: int | None = FIRST_ROUND_TRIALS_DEFAULT,
+              cost_model: str = "auto", online_update: str = "finetune", layout_rewrite: str = "auto",
+              conv_layout: str = "auto") -> CompiledModel:
+    """``tune_torch`` for an ONNX file with static input shapes (TVM's Relax ONNX front end; numerics and speed read
+    against ONNX Runtime, as ``--model x.onnx``). The returned model takes and returns torch tensors."""
+    from autotune.frontend.models import load_model
+    from autotune.tvmrt.target import parse_target, use_target_threads
+
+    config = _config(path, locals())
+    loaded = load_model(path, seed=seed)
+    tgt = parse_target(target, num_cores=num_threads) if isinstance(target, str | dict) else target
+    use_target_threads(tgt, num_threads, check=True)
+    return _tune_loaded(loaded, tgt, config)
+
+
+def _config(name: str, args: dict):
     from autotune.tuning.config import SearchConfig, TuneConfig
+
+    search = SearchConfig(num_trials_per_iter=args["trials_per_round"], first_round_trials=args["first_round_trials"])
+    return TuneConfig(model=name, target=args["target"], trials=args["trials"], work_dir=args["work_dir"],
+                      seed=args["seed"], cost_model=args["cost_model"], online_update=args["online_update"],
+                      num_cores=args["num_threads"], search=search, layout_rewrite=args["layout_rewrite"],
+                      conv_layout=args["conv_layout"], time_untuned=False, bench_rounds=1)
+
+
+def _tune_loaded(loaded: LoadedModel, tgt, config) -> CompiledModel:
+    from autotune.frontend import relax as fe
+    from autotune.tune import run_session
     from autotune.tuning.costmodels import resolve
     from autotune.tvmrt.measure import Measurer
 
-    config = TuneConfig(model=type(model).__name__, target=target, trials=trials, work_dir=work_dir, seed=seed,
-                        cost_model=cost_model, online_update=online_update, num_cores=num_threads,
-                        search=SearchConfig(num_trials_per_iter=trials_per_round, first_round_trials=first_round_trials),
-                        layout_rewrite=layout_rewrite, conv_layout=conv_layout, time_untuned=False, bench_rounds=1)
-    tgt, loaded = _prepare(model, example_inputs, config.target, config.num_cores)
     resolved = resolve(config.cost_model, tgt, online=config.online_update,
                        uses_cost_model=config.search.uses_cost_model)
     measurer = Measurer(tgt)
@@ -93,9 +121,7 @@ def tune_torch(model: torch.nn.Module, example_inputs: tuple, *, target="llvm", 
         report, session = run_session(config, tgt, measurer, resolved, loaded)
     finally:
         measurer.close()
-    from autotune.frontend import relax as fe
-
     wall = report["wall_s"]
-    compiled = CompiledModel(fe.VMRunner(session.tuned_exe), wall["compile"], wall["tuning"], work_dir)
+    compiled = CompiledModel(fe.VMRunner(session.tuned_exe), wall["compile"], wall["tuning"], config.work_dir)
     compiled.cost_model_used = resolved.used
     return compiled

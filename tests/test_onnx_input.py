@@ -35,3 +35,26 @@ def test_tune_an_onnx_model_checked_against_onnxruntime(cli, tmp_path, name):
     assert report["latency_ms"]["onnxruntime"] > 0 and "torch_eager" not in report["latency_ms"]
     assert report["speedup"]["tuned_vs_onnxruntime"] > 0
     assert os.path.exists(os.path.join(wd, f"{name}.so"))
+
+
+def test_tune_onnx_api_runs_the_cli_pipeline(tmp_path):
+    """autotune.api.tune_onnx: the same session as --model x.onnx (report.json, numerics against ONNX Runtime), a
+    callable that agrees with ONNX Runtime."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    from autotune.api import tune_onnx
+    from autotune.frontend.models import load_model
+
+    path = _export(tmp_path, "tiny_mlp")
+    wd = str(tmp_path / "wd")
+    om = tune_onnx(path, trials=4, work_dir=wd, trials_per_round=4)
+    with open(os.path.join(wd, "report.json")) as f:
+        report = json.load(f)
+    assert report["model"] == "tiny_mlp" and report["latency_ms"]["onnxruntime"] > 0 and om.cost_model_used
+    inputs = load_model(path).inputs
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    want = sess.run(None, {i.name: np.asarray(x) for i, x in zip(sess.get_inputs(), inputs)})[0]
+    got = om(*[torch.as_tensor(np.asarray(x)) for x in inputs])
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
