@@ -123,6 +123,11 @@ def test_variants_script_runs_resumes_and_refuses_bad_specs(tmp_path):
     assert [(r["name"], r["seed"]) for r in new] == [("qs", 0), ("qa", 0), ("qa", 1)]
     assert new[0]["kind"] == "ensemble" and new[0]["params"]["members"] == ["ms-xgb", "seq-lstm-cos"]
     assert [r["all_top1"] for r in new[1:]] == [rows[0]["all_top1"], rows[1]["all_top1"]]
+    # a saved fit that does not say it was fitted without the validation networks (train.py --save-seeds) is refused
+    os.remove(saved / "q" / "seed0" / "fitted_on.json")
+    res = subprocess.run(args[:-6] + ["--committee", "qb=q", "--seeds", "0", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "was not fitted without" in res.stderr, res.stderr[-2000:]
     for flag, bad in (("--spec", "q:nope:{}"), ("--spec", "q:seq:[1]"), ("--spec", "q-no-colons"),
                       ("--committee", "c="), ("--committee", "c=nothing"),
                       ("--seed-ensemble", "e=q:1"), ("--seed-ensemble", "e=nothing:2"), ("--pair", "q"),

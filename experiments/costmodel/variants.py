@@ -220,6 +220,8 @@ def _run_committees(args, committees, seeds, split) -> None:
             if not all(os.path.isdir(p) for p in paths):
                 print(f"--committee {name}: seed {seed} skipped (not every member has saved it)", file=sys.stderr)
                 continue
+            for p in paths:
+                _check_fitted_without(p, test_keys)
             fitted = [load(p) for p in paths]
             model = fitted[0] if len(fitted) == 1 else EnsembleCostModel.from_fitted(fitted, train.batch, train.groups,
                                                                                       seed=seed)
@@ -228,6 +230,29 @@ def _run_committees(args, committees, seeds, split) -> None:
             _append(args, _row(name, kind, {"members": [registered_kind(m) for m in fitted], "of": members}, seed,
                                evaluate(model, data, test_keys), test_keys, args.dataset, fit_s=fit_s,
                                train_programs=len(train)))
+
+
+FITTED_ON = "fitted_on.json"  # beside a saved fit: which networks it was fitted without
+
+
+def _mark_fitted_without(path: str, scored: dict) -> None:
+    """Record that the fit at ``path`` never saw the networks it is scored on here (the validation networks)."""
+    with open(os.path.join(path, FITTED_ON), "w", encoding="utf-8") as f:
+        json.dump({"left_out_networks": sorted(scored)}, f)
+
+
+def _check_fitted_without(path: str, scored: dict) -> None:
+    """A committee member scored on validation networks must have been fitted without them: a fit of
+    ``train.py --save-seeds`` saw every training network, so its validation score would be a training score."""
+    try:
+        with open(os.path.join(path, FITTED_ON), encoding="utf-8") as f:
+            left_out = set(json.load(f)["left_out_networks"])
+    except (OSError, ValueError, KeyError):
+        left_out = set()
+    if not set(scored) <= left_out:
+        raise UserError(f"--committee: {path} was not fitted without {', '.join(sorted(set(scored) - left_out))} "
+                        f"(no {FITTED_ON} saying so: train.py --save-seeds fits see every training network); fit the "
+                        "member with variants.py first")
 
 
 def _read(path: str) -> list[dict]:
@@ -259,6 +284,7 @@ def _run(args, specs, seeds, split) -> None:
                 continue
             fits = train_seeds(kind, params, [seed], train, data, test_keys, threads=args.threads)  # one fit, scored as the comparison
             fits["model"].save(os.path.join(args.models_dir, name, f"seed{seed}"))
+            _mark_fitted_without(os.path.join(args.models_dir, name, f"seed{seed}"), test_keys)
             _append(args, _row(name, kind, params, seed, fits["runs"][0], test_keys, args.dataset,
                                fit_s=fits["fit_seconds"][0], history=getattr(fits["model"], "history_", None),
                                train_programs=len(train)))
