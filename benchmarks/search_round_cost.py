@@ -21,7 +21,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
 from autotune.cli import loadavg, versions, write_json  # noqa: E402
 

@@ -25,7 +25,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 from _peers import frozen_compile, onnxruntime_session  # noqa: E402  (beside this file)

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
 from autotune.cli import git_commit, host_cpu, loadavg, run_main, write_results  # noqa: E402

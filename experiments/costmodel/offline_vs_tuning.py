@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 
 from autotune.cli import git_commit, run_main, write_results  # noqa: E402
 from autotune.errors import UserError  # noqa: E402

@@ -38,7 +38,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402

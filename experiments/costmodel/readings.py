@@ -18,7 +18,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 
 from autotune.cli import run_main  # noqa: E402
 from autotune.costmodel.comparison import (  # noqa: E402

@@ -16,11 +16,9 @@ import argparse
 import itertools
 import json
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads
 
 import numpy as np  # noqa: E402

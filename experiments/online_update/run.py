@@ -26,7 +26,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 
 from autotune.cli import loadavg, versions, write_results  # noqa: E402
 from autotune.data import splits  # noqa: E402

@@ -41,7 +41,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 

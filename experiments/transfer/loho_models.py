@@ -25,7 +25,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 from loho import DATASETS, calib_sample, kind_params, load_cpus, nearest_source  # noqa: E402

@@ -14,14 +14,12 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 from autotune.data.feature_cache import fingerprint, read_features, save_cache  # noqa: E402
 from autotune.data.schema import RECORD_SCHEMA, STATUS_OK  # noqa: E402

@@ -59,7 +59,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
 from attribution import CHAIN, V2_ARMS, V2_BASELINE, attribution  # noqa: E402  (beside this file)

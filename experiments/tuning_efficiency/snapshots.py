@@ -33,12 +33,10 @@ import json
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from autotune.cli import loadavg, write_json  # noqa: E402
 

@@ -28,11 +28,9 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from autotune.cli import loadavg, versions, write_json  # noqa: E402
 
