@@ -37,6 +37,7 @@ def test_tune_an_onnx_model_checked_against_onnxruntime(cli, tmp_path, name):
     assert os.path.exists(os.path.join(wd, f"{name}.so"))
 
 
+@pytest.mark.slow  # ~20 s of tuning; make test keeps the CLI's ONNX case
 def test_tune_onnx_api_runs_the_cli_pipeline(tmp_path):
     """autotune.api.tune_onnx: the same session as --model x.onnx (report.json, numerics against ONNX Runtime), a
     callable that agrees with ONNX Runtime."""
