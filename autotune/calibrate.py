@@ -46,7 +46,12 @@ logger = logging.getLogger("autotune.calibrate")
 DEFAULT_MINUTES = 10.0
 DEFAULT_TASKS = 96
 DEFAULT_PER_TASK = 12
-ADAPT_ROUNDS = 60  # boosting rounds added on the calibration programs
+# How the CPU-spanning model is adapted to the calibration programs: "finetune" (ADAPT_ROUNDS more rounds of the
+# base's own trees) or "residual" (RESIDUAL: shallow trees added on top of the base's scores); the choice follows
+# the leave-one-hardware-out table's calibration column on the validation networks (experiments/transfer/loho.py).
+ADAPT = "finetune"
+ADAPT_ROUNDS = 60
+RESIDUAL = {"rounds": 80, "max_depth": 4, "learning_rate": 0.1}
 OWN_MODEL_MIN_PROGRAMS = 5000  # a dataset this large trains its own model instead of adapting another's
 POOLED = "pooled"
 _OPS = ("conv2d", "depthwise", "matmul", "dense", "batch_matmul", "pool", "mean", "softmax", "norm", "erf",
@@ -245,9 +250,14 @@ def _fit(root: str, hw: str, models_dir: str, exclude=()) -> str:
         base = load(base_path)
         if getattr(base, "hardware_features", False):
             base.set_hardware(desc)
-        model = base.fine_tune(part.batch, part.y, part.groups, steps=ADAPT_ROUNDS)
+        if ADAPT == "residual" and hasattr(base, "boost_more"):
+            model = base.boost_more(part.batch, part.y, part.groups, **RESIDUAL)
+            added = f"{RESIDUAL['rounds']} trees of depth {RESIDUAL['max_depth']} (a residual)"
+        else:
+            model = base.fine_tune(part.batch, part.y, part.groups, steps=ADAPT_ROUNDS)
+            added = f"{ADAPT_ROUNDS} boosting rounds"
         base_card = _read_json(os.path.join(base_path, "card.json"))
-        how = f"{os.path.relpath(base_path, REPO)} + {ADAPT_ROUNDS} boosting rounds on {len(part)} programs of this CPU"
+        how = f"{os.path.relpath(base_path, REPO)} + {added} on {len(part)} programs of this CPU"
     if getattr(model, "hardware_features", False):
         model.set_hardware(desc)
     out_dir = os.path.join(models_dir, hw, "xgb")

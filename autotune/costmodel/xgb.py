@@ -101,10 +101,22 @@ class XGBCostModel(_XGBBase):
         dtrain.set_group(counts)
         return dtrain
 
-    def _fine_tune_from(self, base, X, y, groups, steps) -> None:
+    def _fine_tune_from(self, base, X, y, groups, steps, **overrides) -> None:
         # seed_per_iteration: a continued booster does not reseed XGBoost's sampler (same seed, other trees)
-        self.booster_ = xgb.train({**self._params(), "seed_per_iteration": True}, self._dmatrix(X, y, groups),
-                                  num_boost_round=steps, xgb_model=base.booster_.copy())
+        params = {**self._params(), "seed_per_iteration": True, **overrides}
+        self.booster_ = xgb.train(params, self._dmatrix(X, y, groups), num_boost_round=steps,
+                                  xgb_model=base.booster_.copy())
+
+    def boost_more(self, X: ProgramBatch, y: np.ndarray, groups: np.ndarray, rounds: int, max_depth: int,
+                   learning_rate: float) -> XGBCostModel:
+        """A copy with ``rounds`` more trees fitted on new programs, shallower and faster-learning than the base's
+        own (a residual on top of the base's scores, TenSet's ``plus_mix_task`` as boosting): the base's trees
+        are kept as they are. ``self`` is unchanged."""
+        clone = type(self)(**self.get_params())
+        clone._fine_tune_from(self, X, np.asarray(y, np.float64), np.asarray(groups), int(rounds),
+                              max_depth=int(max_depth), eta=float(learning_rate))
+        clone.fitted_ = True
+        return clone
 
     def _predict(self, X: ProgramBatch):
         # inplace_predict reads the array as is (no DMatrix copy); the same scores, bit for bit

@@ -18,8 +18,9 @@ validation networks (resnet18, mobilenet_v3_small, gpt2: likewise never trained 
   task drawn from the target's data) — for each: ``target-only``
   (the model fitted on them alone, baseline b), ``finetune:<base>`` (more boosting rounds from the base's
   trees on them) and ``residual:<base>`` (a small ranking booster fitted on top of the base's scores as
-  margins; the base is untouched, so nothing is forgotten on the sources), for base = nearest, pooled,
-  pooled-hw.
+  margins; the base is untouched, so nothing is forgotten on the sources; on pooled-hw it is
+  ``XGBCostModel.boost_more``, shallow trees added to the base's, which ``autotune.calibrate`` can run), for base =
+  nearest, pooled, pooled-hw.
 
 Every fit is one JSON line in ``<out>/runs.jsonl`` as it finishes (resumable: a rerun skips lines already
 there); then ``loho.json`` / ``loho.md`` and ``loho.png``. Hyperparameters: the shipped ``xgb`` recipe
@@ -295,7 +296,11 @@ def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], run
                     key = f"{target}|residual:{name}|{fraction}|{seed}"
                     if "residual" in methods and key not in done:
                         started = time.time()
-                        model = ResidualRanker(base, part.batch, part.y, part.groups, seed, quick)
+                        if getattr(base, "hardware_features", False):  # the same features: what calibrate runs
+                            model = base.boost_more(part.batch, part.y, part.groups, 10 if quick else RESIDUAL["rounds"],
+                                                    RESIDUAL["max_depth"], RESIDUAL["eta"])
+                        else:
+                            model = ResidualRanker(base, part.batch, part.y, part.groups, seed, quick)
                         record(key, target, f"residual:{name}", fraction, seed, model, len(part), started)
 
 

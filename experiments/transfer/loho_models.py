@@ -44,7 +44,7 @@ def main(argv=None) -> int:
 
 
 def make(args) -> int:
-    from autotune.calibrate import ADAPT_ROUNDS
+    from autotune.calibrate import ADAPT, ADAPT_ROUNDS, RESIDUAL
     from autotune.costmodel.pooled import stack
     from autotune.costmodel.xgb import XGBCostModel
     from autotune.data.splits import TEST_MODELS
@@ -69,10 +69,13 @@ def make(args) -> int:
     batch, y, groups = stack([keep[s] for s in sources])
     pooled = XGBCostModel(**{**params, "seed": 0, "hardware_features": True}).fit(batch, y, groups).set_hardware(desc)
     sample = keep[target].subset(calib_sample(keep[target], args.seed, quick=False))
-    calib = pooled.fine_tune(sample.batch, sample.y, sample.groups, steps=ADAPT_ROUNDS).set_hardware(desc)
+    if ADAPT == "residual":
+        calib = pooled.boost_more(sample.batch, sample.y, sample.groups, **RESIDUAL).set_hardware(desc)
+    else:
+        calib = pooled.fine_tune(sample.batch, sample.y, sample.groups, steps=ADAPT_ROUNDS).set_hardware(desc)
     made = {"loho-nearest": (nearest, f"{near}'s own xgb"),
             "loho-pooled": (pooled, f"xgb with hardware features over {', '.join(sources)}, told {target}'s descriptor"),
-            "loho-calib": (calib, f"loho-pooled + {ADAPT_ROUNDS} boosting rounds on {len(sample)} programs of "
+            "loho-calib": (calib, f"loho-pooled adapted ({ADAPT}) on {len(sample)} programs of "
                                   f"{len(set(sample.groups.tolist()))} tasks of {target} (calibrate's sample, seed "
                                   f"{args.seed})")}
     for variant, (model, how) in made.items():
