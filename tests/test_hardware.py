@@ -130,6 +130,11 @@ def test_xgb_with_hardware_features_pools_cpus_and_round_trips(slices, tmp_path)
     model.save(str(tmp_path / "m"))
     loaded = XGBCostModel.load(str(tmp_path / "m"))
     assert np.allclose(loaded.predict(bare), model.predict(bare))
+    # calibration's residual: shallow trees added on top, the base's trees and scores untouched
+    before = model.predict(plain)
+    more = model.boost_more(plain, v2.y[:50], v2.groups[:50], rounds=5, max_depth=2, learning_rate=0.1)
+    assert more.booster_.num_boosted_rounds() == model.booster_.num_boosted_rounds() + 5
+    assert np.allclose(model.predict(plain), before) and not np.allclose(more.predict(plain), before)
     # a batch with one part unmarked carries no CPU at all rather than a wrong one
     assert concat_batches([zen3.batch.subset(np.arange(3)), bare]).hw is None
 
