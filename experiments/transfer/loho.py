@@ -20,7 +20,7 @@ validation networks (resnet18, mobilenet_v3_small, gpt2: likewise never trained 
   trees on them) and ``residual:<base>`` (a small ranking booster fitted on top of the base's scores as
   margins; the base is untouched, so nothing is forgotten on the sources; on pooled-hw it is
   ``XGBCostModel.boost_more``, shallow trees added to the base's, which ``autotune.calibrate`` can run), for base =
-  nearest, pooled, pooled-hw.
+  nearest and pooled-hw (the plain pool is read zero-shot only).
 
 Every fit is one JSON line in ``<out>/runs.jsonl`` as it finishes (resumable: a rerun skips lines already
 there); then ``loho.json`` / ``loho.md`` and ``loho.png``. Hyperparameters: the shipped ``xgb`` recipe
@@ -257,18 +257,23 @@ def run_all(kind: str, cpus: dict, fractions: list[float], seeds: list[int], run
                 started = time.time()
                 record(key, target, f"single:{src}", 0.0, 0, own_model(src), len(train[src]), started,
                        nearest=src == nearest)
-        bases = {"nearest": None, "pooled": None, "pooled-hw": None}
+        # few-shot from today's choice (the nearest CPU's model) and from the CPU-spanning model; the plain pool
+        # (no hardware features) is read zero-shot only, the control for what the features add
+        bases = {"nearest": None, "pooled-hw": None}
         methods = ("finetune", "residual") if kind == "xgb" else ("finetune",)
         batch, y, groups = stack([train[s] for s in sources])  # labels normalised per (CPU, task)
         for arm, hw_feats in (("pooled", False), ("pooled-hw", True)):
             key = f"{target}|{arm}"
-            needed = key not in done or any(f"{target}|{m}:{arm}|{f}|{s}" not in done
-                                            for m in methods for f in [*fractions, "calib"] for s in seeds)
+            needed = key not in done or (arm in bases and any(f"{target}|{m}:{arm}|{f}|{s}" not in done
+                                                              for m in methods for f in [*fractions, "calib"]
+                                                              for s in seeds))
             if needed:
                 started = time.time()
-                bases[arm] = fit_kind(kind, params, batch, y, groups, 0, hardware=hw_feats)
+                model = fit_kind(kind, params, batch, y, groups, 0, hardware=hw_feats)
+                if arm in bases:
+                    bases[arm] = model
                 if key not in done:
-                    record(key, target, arm, 0.0, 0, bases[arm], len(y), started, sources=sources)
+                    record(key, target, arm, 0.0, 0, model, len(y), started, sources=sources)
         bases["nearest"] = own_model(nearest)
         tgt = train[target]
         for fraction in [*fractions, "calib"]:
