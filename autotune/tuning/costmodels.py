@@ -216,8 +216,9 @@ def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fa
         raise UserError(f"--cost-model {name}: {path} holds a {kind!r} model (family {family_of(kind)}); pass "
                         f"--cost-model auto or {family_of(kind)} (or retrain that folder with make train-costmodel)")
     model = _learned(loaded, online)
-    used = (f"pretrained {kind} from {_shown(path)} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}), "
-            f"updated online ({model.learner.mode})")
+    calibrated = f"; calibrated on this CPU by autotune.calibrate: {card['calibrated']}" if card.get("calibrated") else ""
+    used = (f"pretrained {kind} from {_shown(path)} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}"
+            f"{calibrated}), updated online ({model.learner.mode})")
     return Resolved(model, used, card=card, requested=name, fallback=fallback)
 
 
@@ -337,7 +338,8 @@ def read_card(path: str) -> dict:
     hardware = card.get("hardware") or {}
     return {"path": path, "kind": card.get("kind"), "trained": card.get("trained"),
             "git_commit": card.get("git_commit"), "dataset_manifest_sha256": card.get("dataset_manifest_sha256"),
-            "hardware_id": hardware.get("hardware_id"), "target": hardware.get("target")}
+            "hardware_id": hardware.get("hardware_id"), "target": hardware.get("target"),
+            "calibrated": (card.get("calibrated") or {}).get("how")}
 
 
 def nearest_pretrained(target, models_dir: str = DEFAULT_MODELS_DIR,
