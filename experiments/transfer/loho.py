@@ -416,6 +416,31 @@ def reading(table: dict, targets: list, fractions: list, calib: bool = False) ->
         return c["test"][0] if c and c["test"] else None
 
     out = ["## Reading (computed from the cells above)", ""]
+
+    def val(target, arm, f=None):
+        c = table.get(f"{target}|{arm}" + (f"|{f}" if f is not None else ""))
+        return c["val"][0] if c and c.get("val") else None
+
+    def val_mean(arm, f=None):
+        got = [val(t, arm, f) for t in targets]
+        return float(np.mean(got)) if got and None not in got else None
+
+    zero = {a: val_mean(a) for a in ("nearest", "pooled", "pooled-hw")}
+    zero = {a: v for a, v in zero.items() if v is not None}
+    if zero:
+        pick = max(zero, key=zero.get)
+        out.append("- **Choices, on the validation networks** (mean over the held-out CPUs): zero-shot " +
+                   ", ".join(f"{a} {v:.3f}" for a, v in zero.items()) + f"; best `{pick}` (what `auto` takes on a CPU "
+                   "without its own model follows this: `tuning.costmodels.AUTO_POOLED_KIND`).")
+    if calib:
+        few = {a: val_mean(a, "calib") for a in ("target-only", "finetune:nearest", "residual:nearest",
+                                                 "finetune:pooled-hw", "residual:pooled-hw")}
+        few = {a: v for a, v in few.items() if v is not None}
+        if few:
+            pick = max(few, key=few.get)
+            out.append("- **Calibration's method, on the validation networks** (calibrate's sample, mean over CPUs): " +
+                       ", ".join(f"{a} {v:.3f}" for a, v in few.items()) + f"; best `{pick}` (`autotune.calibrate`'s "
+                       f"ADAPT and base follow it); the target's own 100 % model: {val_mean('own') or float('nan'):.3f}.")
     zs = [(t, get(t, "pooled-hw"), get(t, "pooled"), get(t, "nearest")) for t in targets]
     zs = [z for z in zs if None not in z]
     if zs:
