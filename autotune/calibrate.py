@@ -257,23 +257,30 @@ def _fit(root: str, hw: str, models_dir: str, exclude=()) -> str:
             model = base.fine_tune(part.batch, part.y, part.groups, steps=ADAPT_ROUNDS)
             added = f"{ADAPT_ROUNDS} boosting rounds"
         base_card = _read_json(os.path.join(base_path, "card.json"))
-        how = f"{os.path.relpath(base_path, REPO)} + {added} on {len(part)} programs of this CPU"
+        how = f"{_shown(base_path)} + {added} on {len(part)} programs of this CPU"
     if getattr(model, "hardware_features", False):
         model.set_hardware(desc)
     out_dir = os.path.join(models_dir, hw, "xgb")
     model.save(out_dir)
-    card = {"kind": "xgb", "params": model.get_params(), "dataset": os.path.relpath(root, REPO),
+    card = {"kind": "xgb", "params": model.get_params(), "dataset": _shown(root),
             "dataset_manifest_sha256": manifest_sha256(data.manifest), "hardware": data.manifest["hardware"],
             "hardware_descriptor": describe(data.manifest["hardware"]),
             "calibrated": {"how": how, "programs": len(part), "tasks": len(set(part.groups.tolist())),
-                           "base": os.path.relpath(base_path, REPO) if base_card else None,
-                           "base_dataset_manifest_sha256": base_card.get("dataset_manifest_sha256"),
+                           "base": _shown(base_path) if base_card else None,
+                           "base_dataset_manifest_sha256": base_card.get("dataset_manifest_sha256") or [
+                               d.get("dataset_manifest_sha256") for d in base_card.get("datasets", [])],
                            "left_out_models": list(exclude)},
             "git_commit": git_commit(), "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "versions": versions(), "loadavg": loadavg()}
     write_json(os.path.join(out_dir, "card.json"), card)
     logger.info("%s: %s", out_dir, how)
     return out_dir
+
+
+def _shown(path: str) -> str:
+    """A folder as cards name it: relative to the repository when inside it."""
+    rel = os.path.relpath(os.path.abspath(path), REPO)
+    return path if rel.startswith("..") else rel
 
 
 def _read_json(path: str) -> dict:
