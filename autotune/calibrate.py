@@ -40,6 +40,7 @@ import numpy as np
 from autotune.cli import git_commit, loadavg, run_main, setup_logging, versions, write_json
 from autotune.errors import UserError
 from autotune.paths import REPO
+from autotune.paths import shown as _shown
 
 logger = logging.getLogger("autotune.calibrate")
 
@@ -275,12 +276,6 @@ def _fit(root: str, hw: str, models_dir: str, exclude=()) -> str:
     write_json(os.path.join(out_dir, "card.json"), card)
     logger.info("%s: %s", out_dir, how)
     return out_dir
-
-
-def _shown(path: str) -> str:
-    """A folder as cards name it: relative to the repository when inside it."""
-    rel = os.path.relpath(os.path.abspath(path), REPO)
-    return path if rel.startswith("..") else rel
 
 
 def _read_json(path: str) -> dict:

@@ -127,10 +127,6 @@ def descriptor(hardware: dict) -> np.ndarray:
     return np.array([desc[f] for f in DESCRIPTOR_FIELDS], np.float32)
 
 
-def _field(desc: np.ndarray, name: str) -> float:
-    return float(desc[DESCRIPTOR_FIELDS.index(name)])
-
-
 # Column offsets in MetaSchedule's PerStoreFeature rows (164 = group1 57 + group2 5 x 18 + 10 + 4 + 3); every
 # count is stored as log2(1 + x).
 _FLOAT_OPS = slice(0, 7)  # float mad, add/sub, mul, div/mod, cmp, math func, other func

@@ -168,6 +168,24 @@ class CostModel(ABC):
     def _restore(self, path: str, state: dict) -> None: ...
 
 
+class HardwareAware:
+    """For models with the ``hardware_features`` / ``hardware`` keywords: which CPU each program is ranked for."""
+
+    def set_hardware(self, desc):
+        """The CPU to predict for when a batch does not say (the search's own batches never do)."""
+        self.hardware = None if desc is None else [float(v) for v in np.asarray(desc).ravel()]
+        return self
+
+    def program_hardware(self, X: ProgramBatch) -> np.ndarray:
+        """[programs, descriptor length]: the batch's CPU per program (``ProgramBatch.hw``), else the one set."""
+        if X.hw is not None:
+            return X.hw
+        if self.hardware is None:
+            raise ValueError(f"{self.name} with hardware_features: the batch carries no CPU descriptor and the model "
+                             "has none set (set_hardware)")
+        return np.broadcast_to(np.asarray(self.hardware, np.float32), (len(X), len(self.hardware)))
+
+
 def read_model_meta(path: str) -> dict:
     meta_path = os.path.join(path, "model.json")
     try:

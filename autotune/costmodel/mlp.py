@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ._torch_train import TorchRankerModel
+from .base import HardwareAware
 from .inputs import N_STORE_FEATS, ProgramBatch
 
 
@@ -36,7 +37,7 @@ class SegmentSumMLP(nn.Module):
         return self.decoder(out)  # [n, 1]
 
 
-class TensetMLPCostModel(TorchRankerModel):
+class TensetMLPCostModel(HardwareAware, TorchRankerModel):
     """Segment-sum MLP over per-store features (MetaSchedule's ``mlp`` cost model); spread is 0."""
 
     name = "ms-mlp"
@@ -59,11 +60,6 @@ class TensetMLPCostModel(TorchRankerModel):
         super().__init__(**{"epochs": 50, "lr": 7e-4, "weight_decay": 1e-6, "grad_clip": 0.5, **training})
         self._store_params(locals())
 
-    def set_hardware(self, desc) -> TensetMLPCostModel:
-        """The CPU to predict for when a batch does not say (the search's own batches never do)."""
-        self.hardware = None if desc is None else [float(v) for v in np.asarray(desc).ravel()]
-        return self
-
     def _build(self) -> SegmentSumMLP:
         from autotune.hardware import DESCRIPTOR_FIELDS, INTERACTION_FIELDS
 
@@ -76,13 +72,7 @@ class TensetMLPCostModel(TorchRankerModel):
             return rows, segment
         from autotune.hardware import interaction_features
 
-        if X.hw is not None:
-            desc = X.hw[idx][segment]
-        elif self.hardware is not None:
-            desc = np.broadcast_to(np.asarray(self.hardware, np.float32), (len(rows), len(self.hardware)))
-        else:
-            raise ValueError("ms-mlp with hardware_features: the batch carries no CPU descriptor and the model "
-                             "has none set (set_hardware)")
+        desc = self.program_hardware(X)[idx][segment]
         return np.concatenate([rows, interaction_features(rows, desc), desc], axis=1).astype(np.float32), segment
 
     def _fit_stats(self, net: SegmentSumMLP, X: ProgramBatch, idx: np.ndarray) -> None:

@@ -15,7 +15,7 @@ import os
 import numpy as np
 import xgboost as xgb
 
-from .base import CostModel
+from .base import CostModel, HardwareAware
 from .inputs import ProgramBatch
 
 
@@ -45,7 +45,7 @@ class _XGBBase(CostModel):
         self.booster_ = booster
 
 
-class XGBCostModel(_XGBBase):
+class XGBCostModel(HardwareAware, _XGBBase):
     name = "xgb"
 
     def __init__(self, objective: str = "rank:pairwise", n_estimators: int = 300, max_depth: int = 8,
@@ -59,11 +59,6 @@ class XGBCostModel(_XGBBase):
         descriptor of the machine the model predicts for (``set_hardware``)."""
         self._store_params(locals())
 
-    def set_hardware(self, desc) -> XGBCostModel:
-        """The CPU to predict for when a batch does not say (the search's own batches never do)."""
-        self.hardware = None if desc is None else [float(v) for v in np.asarray(desc).ravel()]
-        return self
-
     def features(self, X: ProgramBatch) -> np.ndarray:
         """What the trees read: [n, 164] pack-sums, plus the hardware columns with ``hardware_features``."""
         feats = X.packsum()
@@ -71,12 +66,7 @@ class XGBCostModel(_XGBBase):
             return feats
         from autotune.hardware import program_features
 
-        desc = X.hw if X.hw is not None else self.hardware
-        if desc is None:
-            raise ValueError("xgb with hardware_features: the batch carries no CPU descriptor and the model "
-                             "has none set (set_hardware)")
-        return np.concatenate([feats, program_features(X.store_feats, X.offsets, np.asarray(desc, np.float32))],
-                              axis=1)
+        return np.concatenate([feats, program_features(X.store_feats, X.offsets, self.program_hardware(X))], axis=1)
 
     def _params(self) -> dict:
         params = {

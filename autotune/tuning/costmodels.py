@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from autotune.errors import UserError
 from autotune.paths import DEFAULT_MODELS_DIR
-from autotune.paths import REPO as _REPO
+from autotune.paths import shown as _shown
 
 logger = logging.getLogger(__name__)
 
@@ -220,12 +220,6 @@ def _with_pretrained(name: str, path: str, card: dict, online: str, why: str, fa
     used = (f"pretrained {kind} from {_shown(path)} (trained for {card.get('hardware_id') or 'unrecorded hardware'}; {why}"
             f"{calibrated}), updated online ({model.learner.mode})")
     return Resolved(model, used, card=card, requested=name, fallback=fallback)
-
-
-def _shown(path: str) -> str:
-    """A model folder as reports name it: relative to the repository when inside it (the same in any clone)."""
-    rel = os.path.relpath(os.path.abspath(path), _REPO)
-    return path if rel.startswith("..") else rel
 
 
 def _from_path(name: str, path: str, target, online: str) -> Resolved:

@@ -63,7 +63,7 @@ sys.path.insert(0, HERE)  # run.py, stock_ms.py beside this file
 
 from attribution import CHAIN, V2_ARMS, V2_BASELINE, attribution  # noqa: E402  (beside this file)
 from attribution import markdown_lines as attribution_lines  # noqa: E402
-from run import cost_model_flags  # noqa: E402  (beside this file)
+from run import cost_model_flags, this_hardware  # noqa: E402  (beside this file)
 from snapshots import FRACTIONS_V2, MIN_SITTINGS, combine_sittings  # noqa: E402
 
 from autotune.cli import loadavg, seed_list, write_json  # noqa: E402
@@ -263,14 +263,6 @@ def run_group(model: str, seed: int, arms: list[str], args) -> list[dict]:
         elif s["state"] == "failed":
             out.append({"model": model, "arm": s["arm"], "seed": seed, "failed": s["failed"]})
     return out
-
-
-def this_hardware() -> str:
-    """This machine's hardware id (``python -m autotune.env --hardware-id``): runs are filed under it, since
-    compiled latencies of different CPUs do not compare (the sessions' machines differ)."""
-    res = subprocess.run([sys.executable, "-m", "autotune.env", "--hardware-id"], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
-    return res.stdout.split()[-1]
 
 
 def write_index(out: str) -> None:

@@ -59,11 +59,13 @@ def cost_model_flags(name: str, model_dir: str | None = None, hardware: str | No
     if name not in REGISTRY:
         raise SystemExit(f"cost model {name!r}: not a family ({', '.join(COST_MODELS)}), an arm name "
                          f"({', '.join(ARM_COST_MODELS)}) or a recipe ({', '.join(REGISTRY)})")
-    folder = model_dir or os.path.join("models", hardware or _hardware_id(), name)
+    folder = model_dir or os.path.join("models", hardware or this_hardware(), name)
     return ["--cost-model", family_of(name), "--cost-model-path", folder]
 
 
-def _hardware_id() -> str:
+def this_hardware() -> str:
+    """This machine's hardware id (``python -m autotune.env --hardware-id``): runs are filed under it, since
+    compiled latencies of different CPUs do not compare (the sessions' machines differ)."""
     res = subprocess.run([sys.executable, "-m", "autotune.env", "--hardware-id"], cwd=ROOT, capture_output=True,
                          text=True, check=True)
     return res.stdout.split()[-1]
